@@ -1,0 +1,29 @@
+// Timing with CUDA events the way METHOD.md asks: warm up, repeat, report the
+// median, and keep every repeat so spread is visible.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace baton::samples {
+
+struct TimingSummary {
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  std::vector<double> samples_ms;
+};
+
+[[nodiscard]] TimingSummary Summarize(std::vector<double> samples_ms);
+
+// Runs `body` `warmup` times, then `repeats` times between two events recorded
+// on `stream`, and summarizes the per-repeat milliseconds. `body` enqueues work
+// (and may synchronize, for host-driven loops); a non-OK Status stops timing.
+[[nodiscard]] absl::StatusOr<TimingSummary> TimeWithEvents(
+    cudaStream_t stream, int warmup, int repeats, const std::function<absl::Status()>& body);
+
+}  // namespace baton::samples
