@@ -27,8 +27,8 @@ TEST(CudaStatus, NamesCallErrorAndPlace) {
 }
 
 TEST(CudaStatus, StickyErrorsSayTheContextIsGone) {
-  const absl::Status status = CudaStatus(cudaErrorIllegalAddress, "cudaStreamSynchronize(s)",
-                                         "/a/tests/t.cc", 7);
+  const absl::Status status =
+      CudaStatus(cudaErrorIllegalAddress, "cudaStreamSynchronize(s)", "/a/tests/t.cc", 7);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_NE(status.message().find("cudaErrorIllegalAddress"), std::string::npos);
   EXPECT_NE(status.message().find("sticky"), std::string::npos);

@@ -11,7 +11,8 @@
 namespace baton::test {
 
 // The value write_pattern stores at index i; the host recomputes it.
-[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t PatternValue(std::uint32_t seed, std::uint32_t i) {
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t PatternValue(std::uint32_t seed,
+                                                                     std::uint32_t i) {
   return (i * 2654435761u) ^ seed;
 }
 

@@ -16,10 +16,18 @@ std::string JsonEscape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -46,8 +54,8 @@ std::string JsonValue(const Value& value) {
 std::string JsonObject(const std::vector<std::pair<std::string, Value>>& cells) {
   std::string out = "{";
   for (size_t i = 0; i < cells.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", "\"", JsonEscape(cells[i].first), "\": ",
-                    JsonValue(cells[i].second));
+    absl::StrAppend(&out, i ? ", " : "", "\"", JsonEscape(cells[i].first),
+                    "\": ", JsonValue(cells[i].second));
   }
   return out + "}";
 }
@@ -60,7 +68,8 @@ std::string FormatValue(const Value& value) {
     std::string operator()(double d) const {
       if (!std::isfinite(d)) return "n/a";
       const double magnitude = std::fabs(d);
-      if (magnitude != 0 && (magnitude >= 1e7 || magnitude < 1e-3)) return absl::StrFormat("%.3g", d);
+      if (magnitude != 0 && (magnitude >= 1e7 || magnitude < 1e-3))
+        return absl::StrFormat("%.3g", d);
       if (magnitude >= 100) return absl::StrFormat("%.1f", d);
       return absl::StrFormat("%.3f", d);
     }
@@ -93,7 +102,8 @@ void Report::Fail(std::string why) { failures_.push_back(std::move(why)); }
 
 void Report::Print(std::ostream& out) const {
   out << sample_ << " on " << (device_.name.empty() ? "no device" : Describe(device_)) << "\n";
-  for (const auto& [key, value] : params_) out << "  " << key << " = " << FormatValue(value) << "\n";
+  for (const auto& [key, value] : params_)
+    out << "  " << key << " = " << FormatValue(value) << "\n";
   // Columns in first-seen order across all rows.
   std::vector<std::string> columns;
   for (const Row& row : rows_) {
@@ -139,24 +149,27 @@ absl::Status Report::WriteJson(const std::string& path) const {
                   "\",\n");
   absl::StrAppend(
       &json, "  \"device\": ",
-      JsonObject({{"name", device_.name},
-                  {"compute_capability",
-                   absl::StrCat(device_.compute_major, ".", device_.compute_minor)},
-                  {"multiprocessors", static_cast<std::int64_t>(device_.multiprocessors)},
-                  {"driver_version", static_cast<std::int64_t>(device_.driver_version)},
-                  {"runtime_version", static_cast<std::int64_t>(device_.runtime_version)}}),
+      JsonObject(
+          {{"name", device_.name},
+           {"compute_capability", absl::StrCat(device_.compute_major, ".", device_.compute_minor)},
+           {"multiprocessors", static_cast<std::int64_t>(device_.multiprocessors)},
+           {"driver_version", static_cast<std::int64_t>(device_.driver_version)},
+           {"runtime_version", static_cast<std::int64_t>(device_.runtime_version)}}),
       ",\n");
   absl::StrAppend(&json, "  \"params\": ", JsonObject(params_), ",\n  \"rows\": [\n");
   for (size_t i = 0; i < rows_.size(); ++i) {
-    absl::StrAppend(&json, "    ", JsonObject(rows_[i].cells()), i + 1 < rows_.size() ? ",\n" : "\n");
+    absl::StrAppend(&json, "    ", JsonObject(rows_[i].cells()),
+                    i + 1 < rows_.size() ? ",\n" : "\n");
   }
-  absl::StrAppend(&json, "  ],\n  \"passed\": ", passed() ? "true" : "false", ",\n  \"failures\": [");
+  absl::StrAppend(&json, "  ],\n  \"passed\": ", passed() ? "true" : "false",
+                  ",\n  \"failures\": [");
   for (size_t i = 0; i < failures_.size(); ++i) {
     absl::StrAppend(&json, i ? ", " : "", "\"", JsonEscape(failures_[i]), "\"");
   }
   json += "]\n}\n";
   std::ofstream file(path);
-  if (!file) return absl::InvalidArgumentError(absl::StrCat("--json: cannot open ", path, " for writing"));
+  if (!file)
+    return absl::InvalidArgumentError(absl::StrCat("--json: cannot open ", path, " for writing"));
   file << json;
   if (!file.good()) return absl::DataLossError(absl::StrCat("--json: writing ", path, " failed"));
   return absl::OkStatus();

@@ -92,8 +92,9 @@ absl::Status Run(Report& report) {
     BATON_RETURN_IF_ERROR(state.Fill(0, stream.get()));
     for (;;) {
       BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.get(), stream.get()));
-      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(readback.host(), state.data(), sizeof(std::uint32_t),
-                                                 cudaMemcpyDeviceToHost, stream.get()));
+      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(readback.host(), state.data(),
+                                                 sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
+                                                 stream.get()));
       BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
       if (readback.host()[0] >= static_cast<std::uint32_t>(steps)) return absl::OkStatus();
     }
@@ -110,8 +111,8 @@ absl::Status Run(Report& report) {
     std::function<absl::Status()> body;
   };
   double host_us = 0;
-  for (const Mode& mode : {Mode{"host graph + sync", host_loop},
-                           Mode{"device tail launch", device_loop}}) {
+  for (const Mode& mode :
+       {Mode{"host graph + sync", host_loop}, Mode{"device tail launch", device_loop}}) {
     BATON_ASSIGN_OR_RETURN(const TimingSummary timing,
                            TimeWithEvents(stream.get(), /*warmup=*/2, repeats, mode.body));
     BATON_RETURN_IF_ERROR(verify(mode.name));

@@ -36,9 +36,9 @@ absl::Status DeviceErrorStatus(std::uint32_t word, absl::string_view what) {
   if (site == DeviceErrorSite::kTailLaunch || site == DeviceErrorSite::kFireAndForget ||
       site == DeviceErrorSite::kKernelLaunch) {
     const auto error = static_cast<cudaError_t>(code);
-    return absl::Status(CudaErrorCode(error),
-                        absl::StrCat(what, ": ", SiteName(site), " failed with ",
-                                     cudaGetErrorName(error), " (", cudaGetErrorString(error), ")"));
+    return absl::Status(CudaErrorCode(error), absl::StrCat(what, ": ", SiteName(site),
+                                                           " failed with ", cudaGetErrorName(error),
+                                                           " (", cudaGetErrorString(error), ")"));
   }
   return absl::InternalError(absl::StrCat(what, ": ", SiteName(site), " failed (code ", code, ")"));
 }

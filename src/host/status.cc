@@ -109,10 +109,10 @@ absl::StatusCode CublasStatusCode(cublasStatus_t status) {
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view call, absl::string_view file,
                           int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::Status(CublasStatusCode(status),
-                      absl::StrCat(call, " failed: ", cublasLtGetStatusName(status), " (",
-                                   cublasLtGetStatusString(status), ") at ",
-                                   ProjectRelativePath(file), ":", line));
+  return absl::Status(
+      CublasStatusCode(status),
+      absl::StrCat(call, " failed: ", cublasLtGetStatusName(status), " (",
+                   cublasLtGetStatusString(status), ") at ", ProjectRelativePath(file), ":", line));
 }
 
 }  // namespace baton

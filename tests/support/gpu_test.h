@@ -27,20 +27,20 @@ class GpuTest : public ::testing::Test {
 }  // namespace baton::testing
 
 // Asserts/expects on absl::Status with the message shown on failure.
-#define BATON_ASSERT_OK(expr)                                  \
-  do {                                                         \
-    const ::absl::Status baton_test_status_ = (expr);          \
+#define BATON_ASSERT_OK(expr)                                   \
+  do {                                                          \
+    const ::absl::Status baton_test_status_ = (expr);           \
     ASSERT_TRUE(baton_test_status_.ok()) << baton_test_status_; \
   } while (false)
-#define BATON_EXPECT_OK(expr)                                  \
-  do {                                                         \
-    const ::absl::Status baton_test_status_ = (expr);          \
+#define BATON_EXPECT_OK(expr)                                   \
+  do {                                                          \
+    const ::absl::Status baton_test_status_ = (expr);           \
     EXPECT_TRUE(baton_test_status_.ok()) << baton_test_status_; \
   } while (false)
 // BATON_ASSERT_OK_AND_ASSIGN(auto x, MakeX());
 #define BATON_ASSERT_OK_AND_ASSIGN(lhs, expr) \
   BATON_ASSERT_OK_AND_ASSIGN_IMPL_(BATON_STATUS_CONCAT_(baton_test_statusor_, __LINE__), lhs, expr)
 #define BATON_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                                      \
-  ASSERT_TRUE(statusor.ok()) << statusor.status();             \
+  auto statusor = (expr);                                     \
+  ASSERT_TRUE(statusor.ok()) << statusor.status();            \
   lhs = std::move(statusor).value()

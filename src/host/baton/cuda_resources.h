@@ -100,14 +100,16 @@ class DeviceBuffer {
   // Synchronous copies of the whole buffer (sizes must match).
   [[nodiscard]] absl::Status CopyFrom(absl::Span<const T> host) {
     if (host.size() != count_) {
-      return absl::InvalidArgumentError("DeviceBuffer::CopyFrom: host span size differs from buffer size");
+      return absl::InvalidArgumentError(
+          "DeviceBuffer::CopyFrom: host span size differs from buffer size");
     }
     BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
   [[nodiscard]] absl::Status CopyTo(absl::Span<T> host) const {
     if (host.size() != count_) {
-      return absl::InvalidArgumentError("DeviceBuffer::CopyTo: host span size differs from buffer size");
+      return absl::InvalidArgumentError(
+          "DeviceBuffer::CopyTo: host span size differs from buffer size");
     }
     BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));
     return absl::OkStatus();

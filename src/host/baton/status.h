@@ -45,13 +45,13 @@ namespace baton {
 // The runtime's last-error slot is cleared for non-sticky errors: the failure
 // now lives in the Status, and a user's later cudaGetLastError() must not
 // blame their own launch for it.
-#define BATON_CUDA_RETURN_IF_ERROR(expr)                                             \
-  do {                                                                               \
-    const cudaError_t baton_cuda_error_ = (expr);                                    \
-    if (baton_cuda_error_ != cudaSuccess) {                                          \
-      if (!::baton::IsStickyCudaError(baton_cuda_error_)) (void)cudaGetLastError();  \
-      return ::baton::CudaStatus(baton_cuda_error_, #expr, __FILE__, __LINE__);      \
-    }                                                                                \
+#define BATON_CUDA_RETURN_IF_ERROR(expr)                                            \
+  do {                                                                              \
+    const cudaError_t baton_cuda_error_ = (expr);                                   \
+    if (baton_cuda_error_ != cudaSuccess) {                                         \
+      if (!::baton::IsStickyCudaError(baton_cuda_error_)) (void)cudaGetLastError(); \
+      return ::baton::CudaStatus(baton_cuda_error_, #expr, __FILE__, __LINE__);     \
+    }                                                                               \
   } while (false)
 
 // Returns from the enclosing function when a cuBLAS/cuBLASLt call fails.
@@ -64,16 +64,16 @@ namespace baton {
   } while (false)
 
 // Propagates a non-OK absl::Status.
-#define BATON_RETURN_IF_ERROR(expr)                                                  \
-  do {                                                                               \
-    ::absl::Status baton_status_ = (expr);                                           \
-    if (!baton_status_.ok()) return baton_status_;                                   \
+#define BATON_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status baton_status_ = (expr);         \
+    if (!baton_status_.ok()) return baton_status_; \
   } while (false)
 
 // BATON_ASSIGN_OR_RETURN(auto x, MakeX()); propagates the error of a StatusOr.
-#define BATON_ASSIGN_OR_RETURN(lhs, expr)                                            \
+#define BATON_ASSIGN_OR_RETURN(lhs, expr) \
   BATON_ASSIGN_OR_RETURN_IMPL_(BATON_STATUS_CONCAT_(baton_statusor_, __LINE__), lhs, expr)
-#define BATON_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)                            \
-  auto statusor = (expr);                                                            \
-  if (!statusor.ok()) return std::move(statusor).status();                           \
+#define BATON_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)  \
+  auto statusor = (expr);                                  \
+  if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()

@@ -13,20 +13,23 @@ namespace baton {
 // Where on the device an error happened; the host names it in the Status.
 enum class DeviceErrorSite : std::uint32_t {
   kNone = 0,
-  kTailLaunch = 1,       // cudaGraphLaunch(..., cudaStreamGraphTailLaunch)
-  kFireAndForget = 2,    // cudaGraphLaunch(..., cudaStreamGraphFireAndForget)
-  kKernelLaunch = 3,     // dynamic-parallelism kernel launch
-  kQueueWait = 4,        // a bounded wait on a queue slot ran out
-  kSchedulerState = 5,   // scheduler found its own state inconsistent
+  kTailLaunch = 1,      // cudaGraphLaunch(..., cudaStreamGraphTailLaunch)
+  kFireAndForget = 2,   // cudaGraphLaunch(..., cudaStreamGraphFireAndForget)
+  kKernelLaunch = 3,    // dynamic-parallelism kernel launch
+  kQueueWait = 4,       // a bounded wait on a queue slot ran out
+  kSchedulerState = 5,  // scheduler found its own state inconsistent
 };
 
 // Packs (site, code) as site << 16 | code. 0 means "no error".
-[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t PackDeviceError(DeviceErrorSite site, std::uint32_t code) {
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t PackDeviceError(DeviceErrorSite site,
+                                                                        std::uint32_t code) {
   return (static_cast<std::uint32_t>(site) << 16) | (code & 0xffffu);
 }
 [[nodiscard]] BATON_HOST_DEVICE constexpr DeviceErrorSite DeviceErrorSiteOf(std::uint32_t word) {
   return static_cast<DeviceErrorSite>(word >> 16);
 }
-[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t DeviceErrorCodeOf(std::uint32_t word) { return word & 0xffffu; }
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t DeviceErrorCodeOf(std::uint32_t word) {
+  return word & 0xffffu;
+}
 
 }  // namespace baton

@@ -28,7 +28,8 @@ __device__ inline void record_device_error(std::uint32_t* error_word, DeviceErro
 [[nodiscard]] __device__ inline bool tail_launch(cudaGraphExec_t exec, std::uint32_t* error_word) {
   const cudaError_t error = cudaGraphLaunch(exec, cudaStreamGraphTailLaunch);
   if (error != cudaSuccess) {
-    record_device_error(error_word, DeviceErrorSite::kTailLaunch, static_cast<std::uint32_t>(error));
+    record_device_error(error_word, DeviceErrorSite::kTailLaunch,
+                        static_cast<std::uint32_t>(error));
     return false;
   }
   return true;
