@@ -11,13 +11,12 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "baton/cuda_resources.h"
 #include "baton/device.h"
 #include "baton/device_error.h"
 #include "baton/status.h"
+#include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
 #include "hello_baton/hello_kernels.h"
@@ -132,10 +131,10 @@ absl::Status Run(Report& report) {
 }  // namespace baton::samples
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "hello_baton: a step graph driven N times by the host (launch + sync per step) and by the "
+  baton::samples::InitSample(
+      argc, argv,
+      "A step graph driven N times by the host (launch + sync per step) and by the "
       "device (a scheduler graph tail-launching the step and itself). Needs an H100/H200.");
-  absl::ParseCommandLine(argc, argv);
   baton::samples::Report report("hello_baton");
   const absl::Status status = baton::samples::Run(report);
   if (!status.ok()) {
