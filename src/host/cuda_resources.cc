@@ -1,5 +1,7 @@
 #include "baton/cuda_resources.h"
 
+#include "baton/nvtx.h"
+
 namespace baton {
 
 absl::StatusOr<Stream> CreateStream(unsigned int flags) {
@@ -22,6 +24,7 @@ absl::StatusOr<Graph> CreateGraph() {
 
 absl::StatusOr<GraphExec> InstantiateGraph(cudaGraph_t graph, unsigned long long flags) {
   if (graph == nullptr) return absl::InvalidArgumentError("InstantiateGraph: graph is null");
+  const NvtxRange range("InstantiateGraph");
   cudaGraphExec_t exec = nullptr;
   BATON_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, flags));
   return GraphExec(exec);
