@@ -21,14 +21,19 @@ TimingSummary Summarize(std::vector<double> samples_ms) {
 }
 
 absl::StatusOr<TimingSummary> TimeWithEvents(cudaStream_t stream, int warmup, int repeats,
-                                             const std::function<absl::Status()>& body) {
+                                             const std::function<absl::Status()>& body,
+                                             const std::function<absl::Status()>& setup) {
   BATON_ASSIGN_OR_RETURN(Event start, CreateEvent());
   BATON_ASSIGN_OR_RETURN(Event stop, CreateEvent());
-  for (int i = 0; i < warmup; ++i) BATON_RETURN_IF_ERROR(body());
+  for (int i = 0; i < warmup; ++i) {
+    if (setup) BATON_RETURN_IF_ERROR(setup());
+    BATON_RETURN_IF_ERROR(body());
+  }
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   std::vector<double> samples;
   samples.reserve(repeats);
   for (int i = 0; i < repeats; ++i) {
+    if (setup) BATON_RETURN_IF_ERROR(setup());
     BATON_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), stream));
     BATON_RETURN_IF_ERROR(body());
     BATON_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), stream));

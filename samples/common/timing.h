@@ -23,7 +23,10 @@ struct TimingSummary {
 // Runs `body` `warmup` times, then `repeats` times between two events recorded
 // on `stream`, and summarizes the per-repeat milliseconds. `body` enqueues work
 // (and may synchronize, for host-driven loops); a non-OK Status stops timing.
+// `setup`, when given, runs before each repetition outside the timed region
+// (e.g. resetting state).
 [[nodiscard]] absl::StatusOr<TimingSummary> TimeWithEvents(
-    cudaStream_t stream, int warmup, int repeats, const std::function<absl::Status()>& body);
+    cudaStream_t stream, int warmup, int repeats, const std::function<absl::Status()>& body,
+    const std::function<absl::Status()>& setup = nullptr);
 
 }  // namespace baton::samples

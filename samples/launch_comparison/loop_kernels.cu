@@ -1,0 +1,63 @@
+#include <cooperative_groups.h>
+
+#include "baton/device_launch.cuh"
+#include "launch_comparison/step_kernels.cuh"
+
+namespace baton::samples {
+namespace {
+
+__global__ void separate_scheduler(cudaGraphExec_t step, LoopState* state) {
+  if (state->steps_done >= state->target) return;
+  if (!tail_launch(step, &state->error_word)) return;
+  (void)tail_launch(cudaGetCurrentGraphExec(), &state->error_word);
+}
+
+__global__ void fused_scheduler(LoopState* state) {
+  if (state->steps_done >= state->target) return;
+  (void)tail_launch(cudaGetCurrentGraphExec(), &state->error_word);
+}
+
+__global__ void persistent_loop(LoopState* state, int kernels) {
+  cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
+  for (;;) {
+    // The decision: every block reads the counter after the last barrier, so
+    // all blocks agree.
+    if (*static_cast<volatile std::uint32_t*>(&state->steps_done) >= state->target) return;
+    grid.sync();  // nobody bumps the counter before everyone has read it
+    for (int k = 0; k < kernels; ++k) {
+      if (leader) {
+        state->values[k] = NextValue(state->values[k], k);
+        if (k == kernels - 1) state->steps_done += 1;
+      }
+      grid.sync();
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t EnqueueStepKernels(LoopState* state, int kernels, cudaStream_t stream) {
+  for (int k = 0; k < kernels; ++k) {
+    tiny_step_kernel<<<1, 32, 0, stream>>>(state, k, k == kernels - 1);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t EnqueueSeparateScheduler(cudaGraphExec_t step, LoopState* state, cudaStream_t stream) {
+  separate_scheduler<<<1, 1, 0, stream>>>(step, state);
+  return cudaGetLastError();
+}
+
+cudaError_t EnqueueFusedScheduler(LoopState* state, cudaStream_t stream) {
+  fused_scheduler<<<1, 1, 0, stream>>>(state);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPersistentLoop(LoopState* state, int kernels, int blocks, cudaStream_t stream) {
+  void* args[] = {&state, &kernels};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_loop), dim3(blocks),
+                                     dim3(32), args, 0, stream);
+}
+
+}  // namespace baton::samples

@@ -1,0 +1,53 @@
+// The state a launch_comparison step works on, shared by every way of driving
+// the loop. Abseil-free: the kernels include it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "baton/config.h"
+
+namespace baton::samples {
+
+inline constexpr int kMaxStepKernels = 32;
+
+struct LoopState {
+  std::uint32_t steps_done;  // bumped by the last kernel of every step
+  std::uint32_t target;      // the device stops once steps_done reaches it
+  std::uint32_t error_word;  // first device-launch failure (baton/device_error_word.h)
+  std::uint32_t pad;
+  std::uint32_t values[kMaxStepKernels];  // kernel i folds its step into values[i]
+};
+
+// Kernel i of a step computes values[i] = values[i] * 3 + (i + 1): a chain the
+// host can recompute, so a skipped or repeated kernel shows.
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t NextValue(std::uint32_t value, int kernel) {
+  return value * 3u + static_cast<std::uint32_t>(kernel + 1);
+}
+
+// Enqueues one step: `kernels` tiny kernels in order; the last bumps steps_done.
+[[nodiscard]] cudaError_t EnqueueStepKernels(LoopState* state, int kernels, cudaStream_t stream);
+
+// Separate scheduler graph: if steps_done < target, tail-launch `step` and then
+// this scheduler's own graph (two device launches per step).
+[[nodiscard]] cudaError_t EnqueueSeparateScheduler(cudaGraphExec_t step, LoopState* state,
+                                                   cudaStream_t stream);
+
+// Scheduler fused as the last node of the step graph: if steps_done < target,
+// tail-launch the graph it runs in (one device launch per step).
+[[nodiscard]] cudaError_t EnqueueFusedScheduler(LoopState* state, cudaStream_t stream);
+
+// Persistent-kernel floor: one cooperative grid of `blocks` blocks runs every
+// step itself, `kernels` grid-wide barriers per step, until steps_done reaches
+// target.
+[[nodiscard]] cudaError_t LaunchPersistentLoop(LoopState* state, int kernels, int blocks,
+                                               cudaStream_t stream);
+
+// Dynamic parallelism: a 1-thread kernel launches the step's `kernels` kernels
+// and then itself into the tail-launch stream until steps_done reaches target.
+// Lives in the separately compiled (-rdc) part of the sample.
+[[nodiscard]] cudaError_t LaunchDynamicParallelismLoop(LoopState* state, int kernels,
+                                                       cudaStream_t stream);
+
+}  // namespace baton::samples

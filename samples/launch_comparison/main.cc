@@ -1,0 +1,242 @@
+// launch_comparison: what it costs to decide, every step, whether to run the
+// next step. A step is K tiny kernels; the loop stops when a counter the step
+// bumps reaches a target that only the device data holds. Every mode runs the
+// same kernels for the same N steps and must end in the same state.
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "baton/cuda_resources.h"
+#include "baton/device.h"
+#include "baton/device_error.h"
+#include "baton/status.h"
+#include "common/init.h"
+#include "common/report.h"
+#include "common/timing.h"
+#include "launch_comparison/loop_state.h"
+
+ABSL_FLAG(std::string, kernels, "1,3,10,30", "comma-separated kernels per step (K), each <= 32");
+ABSL_FLAG(int, steps, 2000, "steps per timed run (N)");
+ABSL_FLAG(int, repeats, 11, "timed runs per mode (the median is reported)");
+ABSL_FLAG(std::string, json, "", "write the results as JSON to this file");
+
+namespace baton::samples {
+namespace {
+
+struct Loop {
+  Stream stream;
+  DeviceBuffer<LoopState> state;
+  MappedHostBuffer<std::uint32_t> readback;
+  LoopState initial{};
+};
+
+template <typename Enqueue>
+absl::StatusOr<GraphExec> Capture(cudaStream_t stream, unsigned long long flags, Enqueue enqueue) {
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const cudaError_t enqueued = enqueue();
+  cudaGraph_t raw = nullptr;
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream, &raw));
+  Graph graph(raw);
+  BATON_CUDA_RETURN_IF_ERROR(enqueued);
+  BATON_ASSIGN_OR_RETURN(GraphExec exec, InstantiateGraph(graph.get(), flags));
+  BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec.get(), stream));
+  return exec;
+}
+
+// Host-driven decision: copy the counter back, wait for it, decide.
+absl::StatusOr<bool> HostSeesDone(Loop& loop, int steps) {
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(loop.readback.host(), &loop.state.data()->steps_done,
+                                             sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
+                                             loop.stream.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(loop.stream.get()));
+  return loop.readback.host()[0] >= static_cast<std::uint32_t>(steps);
+}
+
+absl::Status Verify(Loop& loop, int kernels, int steps, const std::string& mode, Report& report) {
+  LoopState final_state{};
+  BATON_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(&final_state, loop.state.data(), sizeof(LoopState), cudaMemcpyDeviceToHost));
+  BATON_RETURN_IF_ERROR(DeviceErrorStatus(final_state.error_word, mode));
+  bool ok = final_state.steps_done == static_cast<std::uint32_t>(steps);
+  for (int k = 0; k < kernels && ok; ++k) {
+    std::uint32_t expected = loop.initial.values[k];
+    for (int s = 0; s < steps; ++s) expected = NextValue(expected, k);
+    ok = final_state.values[k] == expected;
+  }
+  if (!ok) {
+    report.Fail(absl::StrCat(mode, " (K=", kernels, "): ran ", final_state.steps_done,
+                             " steps or produced wrong values; expected ", steps, " steps"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, Loop& loop,
+                            Report& report) {
+  cudaStream_t stream = loop.stream.get();
+  loop.initial = LoopState{};
+  loop.initial.target = steps;
+  for (int k = 0; k < kMaxStepKernels; ++k) loop.initial.values[k] = 0x1000u * (k + 1);
+  auto reset = [&]() -> absl::Status {
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(loop.state.data(), &loop.initial, sizeof(LoopState),
+                                               cudaMemcpyHostToDevice, stream));
+    return absl::OkStatus();
+  };
+
+  // Graphs: the step alone (host-launched modes and the separate scheduler's
+  // target), the separate scheduler, and the step with the scheduler fused in.
+  BATON_ASSIGN_OR_RETURN(GraphExec step, Capture(stream, cudaGraphInstantiateFlagDeviceLaunch, [&] {
+                           return EnqueueStepKernels(loop.state.data(), kernels, stream);
+                         }));
+  BATON_ASSIGN_OR_RETURN(GraphExec separate,
+                         Capture(stream, cudaGraphInstantiateFlagDeviceLaunch, [&] {
+                           return EnqueueSeparateScheduler(step.get(), loop.state.data(), stream);
+                         }));
+  BATON_ASSIGN_OR_RETURN(
+      GraphExec fused, Capture(stream, cudaGraphInstantiateFlagDeviceLaunch, [&] {
+        const cudaError_t error = EnqueueStepKernels(loop.state.data(), kernels, stream);
+        return error != cudaSuccess ? error : EnqueueFusedScheduler(loop.state.data(), stream);
+      }));
+
+  struct Mode {
+    std::string name;
+    std::function<absl::Status()> body;
+  };
+  const std::vector<Mode> modes = {
+      {"host launches + sync",
+       [&]() -> absl::Status {
+         for (;;) {
+           BATON_CUDA_RETURN_IF_ERROR(EnqueueStepKernels(loop.state.data(), kernels, stream));
+           BATON_ASSIGN_OR_RETURN(const bool done, HostSeesDone(loop, steps));
+           if (done) return absl::OkStatus();
+         }
+       }},
+      {"host graph + sync",
+       [&]() -> absl::Status {
+         for (;;) {
+           BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.get(), stream));
+           BATON_ASSIGN_OR_RETURN(const bool done, HostSeesDone(loop, steps));
+           if (done) return absl::OkStatus();
+         }
+       }},
+      {"host graph pipelined, no decision",
+       [&]() -> absl::Status {
+         for (int s = 0; s < steps; ++s) {
+           BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.get(), stream));
+         }
+         return absl::OkStatus();
+       }},
+      {"device: scheduler graph + step graph",
+       [&]() -> absl::Status {
+         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(separate.get(), stream));
+         return absl::OkStatus();
+       }},
+      {"device: scheduler fused into step graph",
+       [&]() -> absl::Status {
+         // The first step is unconditional (steps >= 1); each step's scheduler
+         // node decides whether its graph runs again.
+         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(fused.get(), stream));
+         return absl::OkStatus();
+       }},
+      {"dynamic parallelism",
+       [&]() -> absl::Status {
+         BATON_CUDA_RETURN_IF_ERROR(
+             LaunchDynamicParallelismLoop(loop.state.data(), kernels, stream));
+         return absl::OkStatus();
+       }},
+      {"persistent kernel (floor)",
+       [&]() -> absl::Status {
+         BATON_CUDA_RETURN_IF_ERROR(
+             LaunchPersistentLoop(loop.state.data(), kernels, sm_count, stream));
+         return absl::OkStatus();
+       }},
+  };
+
+  std::vector<TimingSummary> timings;
+  for (const Mode& mode : modes) {
+    BATON_ASSIGN_OR_RETURN(TimingSummary timing,
+                           TimeWithEvents(stream, /*warmup=*/2, repeats, mode.body, reset));
+    BATON_RETURN_IF_ERROR(Verify(loop, kernels, steps, mode.name, report));
+    timings.push_back(std::move(timing));
+  }
+  // The reference every ratio is taken against: what a host-driven loop over
+  // CUDA graphs (PyTorch CUDA graphs, vLLM-style) pays per step.
+  const double host_graph_us = timings[1].median_ms * 1e3 / steps;
+  for (size_t m = 0; m < modes.size(); ++m) {
+    const double us = timings[m].median_ms * 1e3 / steps;
+    report.AddRow()
+        .Set("K", static_cast<std::int64_t>(kernels))
+        .Set("mode", modes[m].name)
+        .Set("us/step", us)
+        .Set("min", timings[m].min_ms * 1e3 / steps)
+        .Set("max", timings[m].max_ms * 1e3 / steps)
+        .Set("vs host graph+sync", host_graph_us / us);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(Report& report) {
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  if (steps < 1 || repeats < 1)
+    return absl::InvalidArgumentError("--steps and --repeats must be >= 1");
+  std::vector<int> kernel_counts;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_kernels), ',')) {
+    int k = 0;
+    if (!absl::SimpleAtoi(part, &k) || k < 1 || k > kMaxStepKernels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kernels: '", part, "' is not a kernel count in [1, ", kMaxStepKernels, "]"));
+    }
+    kernel_counts.push_back(k);
+  }
+  BATON_RETURN_IF_ERROR(RequireDeviceLaunch());
+  BATON_ASSIGN_OR_RETURN(const DeviceInfo device, QueryDevice());
+  report.SetDevice(device);
+  report.SetParam("steps", static_cast<std::int64_t>(steps));
+  report.SetParam("repeats", static_cast<std::int64_t>(repeats));
+
+  Loop loop;
+  BATON_ASSIGN_OR_RETURN(loop.stream, CreateStream());
+  BATON_ASSIGN_OR_RETURN(loop.state, DeviceBuffer<LoopState>::Create(1));
+  BATON_ASSIGN_OR_RETURN(loop.readback, MappedHostBuffer<std::uint32_t>::Create(1));
+  for (int kernels : kernel_counts) {
+    BATON_RETURN_IF_ERROR(
+        RunKernelCount(kernels, steps, repeats, device.multiprocessors, loop, report));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace baton::samples
+
+int main(int argc, char** argv) {
+  baton::samples::InitSample(
+      argc, argv,
+      "Compares ways of driving a step of K tiny kernels with a stop decided on the device every "
+      "step: host launches/graphs with a sync per step, pipelined host graphs (no decision), "
+      "device tail launches (separate scheduler graph, scheduler fused into the step graph), "
+      "dynamic parallelism, and a persistent kernel. Needs an H100/H200.");
+  baton::samples::Report report("launch_comparison");
+  const absl::Status status = baton::samples::Run(report);
+  if (!status.ok()) {
+    std::fprintf(stderr, "launch_comparison: %s\n", status.ToString().c_str());
+    return status.code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
+  }
+  report.Print(std::cout);
+  const std::string json = absl::GetFlag(FLAGS_json);
+  if (!json.empty()) {
+    const absl::Status written = report.WriteJson(json);
+    if (!written.ok()) {
+      std::fprintf(stderr, "launch_comparison: %s\n", written.ToString().c_str());
+      return 1;
+    }
+  }
+  return report.passed() ? 0 : 1;
+}
