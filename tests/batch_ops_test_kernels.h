@@ -1,0 +1,27 @@
+// Kernels for batch_ops_gpu_test behind a plain C++ interface.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "batch_book.h"
+#include "baton/step_args.h"
+
+namespace baton::test {
+
+// The result value the test's "step" reports for a finished item.
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t TestResult(std::uint32_t position,
+                                                                   std::uint32_t id) {
+  return position * 7u + id;
+}
+
+// One scheduler round on one warp: finish the positions flagged in `finish`
+// (as a step would, with TestResult), collect the retired items, compact,
+// then admit `offers`. *retired_count = completions collected.
+[[nodiscard]] cudaError_t EnqueueBatchRound(StepArgs args, detail::BatchBook book,
+                                            const std::uint8_t* finish, const WorkItem* offers,
+                                            std::uint32_t offer_count, std::uint32_t* retired_count,
+                                            cudaStream_t stream);
+
+}  // namespace baton::test
