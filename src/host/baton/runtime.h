@@ -1,0 +1,125 @@
+// baton::Runtime: the public API of the device-driven decode loop.
+//
+//   auto runtime = Runtime::Create(options);            // queue, mailbox, step state
+//   runtime->RegisterStepProgram(program);               // what one step does, per bucket
+//   runtime->Start(Engine::kTailLaunch);                 // the GPU drives from here on
+//   runtime->Submit(items);                              // any time while running
+//   runtime->Poll(completions);                          // no per-step synchronization
+//   runtime->Stop();                                     // drain, report what stayed queued
+//
+// After Start the host never synchronizes per step: the scheduler on the device
+// admits work, picks the bucket and launches each step itself. The host only
+// seeds the queue, reads the completion mailbox, and relaunches an engine that
+// went idle (Submit and Poll do that).
+//
+// Thread safety: one host thread at a time per Runtime.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "baton/completion.h"
+#include "baton/engine.h"
+#include "baton/step_args.h"
+#include "baton/work_item.h"
+
+namespace baton {
+
+struct RuntimeOptions {
+  std::uint64_t queue_capacity = 1u << 16;      // power of two
+  std::uint32_t mailbox_capacity = 1u << 16;    // power of two
+  std::uint32_t max_batch = 64;                 // active items per step, <= the largest bucket
+  absl::Duration stop_timeout = absl::Seconds(10);  // how long Stop/Abort wait for the device
+};
+
+// What a step program's enqueue function is told for each bucket it captures.
+struct StepContext {
+  std::uint32_t bucket_size = 0;  // the graph serves batches up to this size
+  StepArgs args;                  // device arrays the step's kernels read/write
+};
+
+// What one decode step does. `enqueue` is captured once per bucket (and per
+// engine): it must put the step's kernels on the given stream, sized for
+// `bucket_size`, reading the live batch from ctx.args at run time, and call
+// baton::finish_item for the items it completes. Kernels only (plus memcpy and
+// memset); anything else is refused with a Status naming the node.
+struct StepProgram {
+  std::string name = "step";
+  std::vector<std::uint32_t> buckets;  // strictly increasing batch sizes
+  std::function<absl::Status(const StepContext&, cudaStream_t)> enqueue;
+};
+
+struct RuntimeStats {
+  std::uint64_t submitted = 0;        // items accepted by Submit
+  std::uint64_t steps = 0;            // steps the device launched
+  std::uint64_t admitted = 0;         // items the device took from the queue
+  std::uint64_t completed = 0;        // completions handed out by Poll/Stop
+  std::uint64_t device_launches = 0;  // tail launches (tail-launch engine)
+  std::uint64_t engine_launches = 0;  // host launches of an engine (start + resumes)
+  std::uint64_t engine_exits = 0;
+};
+
+struct StopReport {
+  std::vector<Completion> completions;  // finished while stopping (not yet polled)
+  std::vector<WorkItem> in_flight;      // Abort only: active when the engine ended
+  std::uint64_t still_queued = 0;       // submitted, never admitted
+};
+
+class Runtime {
+ public:
+  // InvalidArgument for options out of range (names the option and the fix).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      const RuntimeOptions& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Once, before Start. Checks the buckets (and that max_batch fits the
+  // largest); graphs are captured and certified when an engine first starts.
+  [[nodiscard]] absl::Status RegisterStepProgram(StepProgram program);
+
+  // Starts the device loop with `engine`. FailedPrecondition when already
+  // running, when no program is registered, or after a device failure.
+  [[nodiscard]] absl::Status Start(Engine engine);
+
+  // Seeds the queue (before or after Start). ResourceExhausted when the queue
+  // is full, saying how many were accepted (a prefix); nothing is dropped.
+  [[nodiscard]] absl::Status Submit(absl::Span<const WorkItem> items);
+
+  // Copies up to out.size() completions into `out` and returns how many;
+  // resumes an engine that went idle or parked with work pending. A device
+  // failure comes back here as a Status.
+  [[nodiscard]] absl::StatusOr<size_t> Poll(absl::Span<Completion> out);
+
+  // Drain: admit nothing new, let every active item finish, then end the
+  // loop. The report holds the completions not yet polled and how many items
+  // stayed queued (they remain queued; Start resumes them).
+  [[nodiscard]] absl::StatusOr<StopReport> Stop();
+
+  // Ends the loop at the next step boundary; active items come back in
+  // report.in_flight (their slots are freed), queued ones stay queued.
+  [[nodiscard]] absl::StatusOr<StopReport> Abort();
+
+  [[nodiscard]] RuntimeStats stats() const;
+  [[nodiscard]] bool running() const;
+
+  class Impl;
+
+ private:
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Pure option checks (CPU-testable).
+[[nodiscard]] absl::Status ValidateRuntimeOptions(const RuntimeOptions& options);
+[[nodiscard]] absl::Status ValidateStepProgram(const StepProgram& program,
+                                               const RuntimeOptions& options);
+
+}  // namespace baton

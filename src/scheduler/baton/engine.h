@@ -1,0 +1,28 @@
+// The engines that drive the decode loop on the device, and why an engine
+// stopped. Abseil-free: shared by the scheduler kernels and the host API.
+#pragma once
+
+#include <cstdint>
+
+namespace baton {
+
+enum class Engine : std::uint32_t {
+  // Each bucket's step graph ends with the scheduler node, which tail-launches
+  // the next step's bucket graph: one device launch per step.
+  kTailLaunch = 0,
+  // One host-launched graph: WHILE(continue) { scheduler; SWITCH(bucket) {
+  // bucket bodies } }. No device launches.
+  kConditional = 1,
+};
+
+// Why the engine's loop ended (EngineStatus::reason).
+enum class EngineExit : std::uint32_t {
+  kRunning = 0,      // not ended
+  kIdle = 1,         // nothing queued and nothing active; Submit restarts it
+  kDrained = 2,      // Stop: everything in flight finished
+  kAborted = 3,      // Abort: ended with work in flight
+  kMailboxFull = 4,  // completions did not fit; Poll frees room and resumes
+  kError = 5,        // a device error (see the error word)
+};
+
+}  // namespace baton

@@ -1,0 +1,107 @@
+// The scheduler's decision, shared by every engine: run by one warp between
+// two steps. It retires what the last step finished (into the completion
+// mailbox), compacts the batch, admits new work from the queue, picks the
+// bucket and writes the next step's header. Engines differ only in how they
+// act on the decision (tail launch, or set the conditional handles).
+#pragma once
+
+#include <cuda/atomic>
+
+#include "baton/completion_mailbox.cuh"
+#include "baton/device_launch.cuh"
+#include "baton/work_queue.cuh"
+#include "batch_ops.cuh"
+#include "scheduler_params.h"
+
+namespace baton::detail {
+
+struct Decision {
+  std::uint32_t bucket = kNoBucket;  // the bucket to run when exit == kRunning
+  EngineExit exit = EngineExit::kRunning;
+};
+
+// Called by all 32 lanes of the scheduler's warp; every lane gets the same
+// decision.
+[[nodiscard]] __device__ inline Decision decide(const SchedulerParams& p) {
+  SchedulerCounters& counters = *p.counters;
+  const bool leader = lane_id() == 0;
+  std::uint32_t batch = p.book.counts->batch;
+
+  if (counters.step_pending != 0) {
+    const std::uint32_t retiring = warp_collect_retired(p.args, p.book, batch);
+    int published = 1;
+    if (retiring > 0 && leader) published = mailbox_try_push(p.mailbox, p.book.retired, retiring);
+    published = __shfl_sync(kFullWarp, published, 0);
+    // A full mailbox: change nothing, park; Poll frees room and relaunches,
+    // and this step's retirement is retried then.
+    if (!published) return Decision{kNoBucket, EngineExit::kMailboxFull};
+    batch = warp_compact(p.args, p.book, batch);
+    if (leader) {
+      counters.retired += retiring;
+      counters.step_pending = 0;
+    }
+    __syncwarp();
+  }
+
+  const SchedulerControl control = *static_cast<volatile SchedulerControl*>(p.control);
+  if (control.abort != 0) return Decision{kNoBucket, EngineExit::kAborted};
+
+  if (control.stop == 0) {
+    // Fill free slots a warp-batched pop at a time; stop at the first short
+    // claim (the queue is empty for now).
+    for (;;) {
+      const std::uint32_t room = p.args.max_batch - batch;
+      if (room == 0) break;
+      const std::uint32_t want = room < 32u ? room : 32u;
+      const LaneItems<1> popped = pop_warp_batch<1>(p.queue, want);
+      batch = warp_admit(p.args, p.book, batch, popped.item[0], popped.item[0].is_valid());
+      if (leader) counters.admitted += popped.claimed;
+      if (popped.claimed < want) break;
+    }
+  }
+
+  if (batch == 0) {
+    return Decision{kNoBucket, control.stop != 0 ? EngineExit::kDrained : EngineExit::kIdle};
+  }
+  const int bucket = p.buckets.choose(batch);
+  if (bucket < 0) {
+    // The host validates max_batch <= the largest bucket, so this is a broken
+    // invariant, reported rather than run.
+    if (leader) {
+      record_device_error(&counters.error_word, DeviceErrorSite::kSchedulerState, batch);
+    }
+    return Decision{kNoBucket, EngineExit::kError};
+  }
+  if (leader) {
+    StepHeader& header = *p.args.header;
+    header.step = counters.steps;
+    header.batch = batch;
+    header.bucket = static_cast<std::uint32_t>(bucket);
+    header.bucket_size = p.buckets.entries[bucket].bucket_size;
+    counters.steps += 1;
+    counters.step_pending = 1;
+  }
+  __syncwarp();
+  return Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning};
+}
+
+// Publishes why the loop ended. Leader lane only. The status block is mapped
+// host memory: plain stores, then `exits` with a system-scope release so the
+// host never sees a new epoch with old fields.
+__device__ inline void report_exit(const SchedulerParams& p, EngineExit why) {
+  SchedulerCounters& counters = *p.counters;
+  if (counters.error_word != 0) why = EngineExit::kError;
+  EngineStatus& status = *p.status;
+  status.reason = static_cast<std::uint32_t>(why);
+  status.error_word = counters.error_word;
+  status.batch = p.book.counts->batch;
+  status.steps = counters.steps;
+  status.admitted = counters.admitted;
+  status.retired = counters.retired;
+  status.device_launches = counters.device_launches;
+  counters.exits += 1;
+  cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(status.exits)
+      .store(counters.exits, cuda::std::memory_order_release);
+}
+
+}  // namespace baton::detail

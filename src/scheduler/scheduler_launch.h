@@ -1,0 +1,26 @@
+// Enqueues the scheduler node of each engine on a CAPTURING stream (the
+// scheduler only ever runs inside a graph: device graph launches from a kernel
+// outside a graph fail, ../shared/DESIGN.md). Abseil-free; the host wraps it.
+//
+// The node gets a pointer to its SchedulerParams in device memory rather than
+// the params themselves: they name the bucket table and conditional handles,
+// which exist only after the graphs holding this node are built.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "scheduler_params.h"
+
+namespace baton::detail {
+
+// Tail-launch engine: decide, then tail-launch the chosen bucket's graph (or
+// report the exit).
+[[nodiscard]] cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params,
+                                                     cudaStream_t stream);
+
+// Conditional engine: decide, then set the SWITCH index and the WHILE
+// condition (or clear it and report the exit).
+[[nodiscard]] cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params,
+                                                      cudaStream_t stream);
+
+}  // namespace baton::detail

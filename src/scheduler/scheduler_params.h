@@ -1,0 +1,69 @@
+// Everything a scheduler kernel needs, passed by value and baked into the
+// graphs at capture time, plus the small control/status blocks it shares with
+// the host. Abseil-free.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "baton/bucket_entry.h"
+#include "baton/completion.h"
+#include "baton/engine.h"
+#include "baton/step_args.h"
+#include "baton/work_item.h"
+#include "batch_book.h"
+
+namespace baton::detail {
+
+// Host -> device requests, in DEVICE memory: the host writes them with an
+// asynchronous copy on its control stream, so the scheduler reads them from
+// L2 every step instead of across the bus.
+struct SchedulerControl {
+  std::uint32_t stop = 0;   // admit nothing new; exit once the batch is empty
+  std::uint32_t abort = 0;  // exit at the next decision, work left in flight
+};
+
+// The scheduler's running totals, in device memory.
+struct SchedulerCounters {
+  unsigned long long steps = 0;            // steps launched
+  unsigned long long admitted = 0;         // items taken from the queue
+  unsigned long long retired = 0;          // items published to the mailbox
+  unsigned long long device_launches = 0;  // tail launches made
+  unsigned long long exits = 0;            // times the loop ended
+  std::uint32_t step_pending = 0;          // a step was launched and not yet retired
+  std::uint32_t error_word = 0;            // first device error (device_error_word.h)
+};
+
+// Device -> host, in MAPPED host memory: written once per exit (plain posted
+// stores, then `exits` with a system-scope release), read by the host without
+// synchronizing.
+struct EngineStatus {
+  alignas(64) unsigned long long exits = 0;
+  std::uint32_t reason = 0;  // EngineExit
+  std::uint32_t error_word = 0;
+  std::uint32_t batch = 0;  // active items at the exit
+  std::uint32_t pad = 0;
+  unsigned long long steps = 0;
+  unsigned long long admitted = 0;
+  unsigned long long retired = 0;
+  unsigned long long device_launches = 0;
+};
+
+inline constexpr std::uint32_t kNoBucket = 0xffffffffu;
+
+struct SchedulerParams {
+  WorkQueueView queue;
+  MailboxView mailbox;
+  StepArgs args;
+  BatchBook book;
+  DeviceBucketTable buckets;
+  SchedulerControl* control = nullptr;    // device memory
+  SchedulerCounters* counters = nullptr;  // device memory
+  EngineStatus* status = nullptr;         // mapped host memory (device pointer)
+  // Conditional engine only: the WHILE and SWITCH handles the scheduler sets.
+  cudaGraphConditionalHandle while_handle = 0;
+  cudaGraphConditionalHandle switch_handle = 0;
+};
+
+}  // namespace baton::detail
