@@ -1,10 +1,17 @@
 #include "common/init.h"
 
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+
+ABSL_FLAG(std::string, json, "", "write the results as JSON to this file");
 
 namespace baton::samples {
 
@@ -17,6 +24,28 @@ void InitSample(int argc, char** argv, const char* usage) {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   absl::ParseCommandLine(argc, argv);
+}
+
+int RunSample(int argc, char** argv, const char* name, const char* usage,
+              const std::function<absl::Status(Report&)>& run) {
+  InitSample(argc, argv, usage);
+  Report report(name);
+  const absl::Status status = run(report);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name, status.ToString().c_str());
+    // No GPU is not a failure of Baton, but the sample could not show anything.
+    return status.code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
+  }
+  report.Print(std::cout);
+  const std::string json = absl::GetFlag(FLAGS_json);
+  if (!json.empty()) {
+    const absl::Status written = report.WriteJson(json);
+    if (!written.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name, written.ToString().c_str());
+      return 1;
+    }
+  }
+  return report.passed() ? 0 : 1;
 }
 
 }  // namespace baton::samples

@@ -26,7 +26,6 @@
 ABSL_FLAG(std::string, kernels, "1,3,10,30", "comma-separated kernels per step (K), each <= 32");
 ABSL_FLAG(int, steps, 2000, "steps per timed run (N)");
 ABSL_FLAG(int, repeats, 11, "timed runs per mode (the median is reported)");
-ABSL_FLAG(std::string, json, "", "write the results as JSON to this file");
 
 namespace baton::samples {
 namespace {
@@ -217,26 +216,11 @@ absl::Status Run(Report& report) {
 }  // namespace baton::samples
 
 int main(int argc, char** argv) {
-  baton::samples::InitSample(
-      argc, argv,
+  return baton::samples::RunSample(
+      argc, argv, "launch_comparison",
       "Compares ways of driving a step of K tiny kernels with a stop decided on the device every "
       "step: host launches/graphs with a sync per step, pipelined host graphs (no decision), "
       "device tail launches (separate scheduler graph, scheduler fused into the step graph), "
-      "dynamic parallelism, and a persistent kernel. Needs an H100/H200.");
-  baton::samples::Report report("launch_comparison");
-  const absl::Status status = baton::samples::Run(report);
-  if (!status.ok()) {
-    std::fprintf(stderr, "launch_comparison: %s\n", status.ToString().c_str());
-    return status.code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
-  }
-  report.Print(std::cout);
-  const std::string json = absl::GetFlag(FLAGS_json);
-  if (!json.empty()) {
-    const absl::Status written = report.WriteJson(json);
-    if (!written.ok()) {
-      std::fprintf(stderr, "launch_comparison: %s\n", written.ToString().c_str());
-      return 1;
-    }
-  }
-  return report.passed() ? 0 : 1;
+      "dynamic parallelism, and a persistent kernel. Needs an H100/H200.",
+      baton::samples::Run);
 }

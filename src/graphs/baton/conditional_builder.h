@@ -74,7 +74,6 @@ class GraphSection {
   int device_;
   std::vector<GraphNodeFinding>* findings_;  // refusals inside bodies, owned by the builder
   std::vector<cudaGraphNode_t> tail_;        // what the next appended work depends on
-  size_t appended_nodes_ = 0;
 };
 
 // A host-launch graph holding conditional nodes, instantiated and uploaded.
