@@ -7,10 +7,10 @@
 
 #include <cuda/atomic>
 
+#include "batch_ops.cuh"
 #include "baton/completion_mailbox.cuh"
 #include "baton/device_launch.cuh"
 #include "baton/work_queue.cuh"
-#include "batch_ops.cuh"
 #include "scheduler_params.h"
 
 namespace baton::detail {
@@ -43,10 +43,12 @@ struct Decision {
     __syncwarp();
   }
 
-  const SchedulerControl control = *static_cast<volatile SchedulerControl*>(p.control);
-  if (control.abort != 0) return Decision{kNoBucket, EngineExit::kAborted};
+  // Volatile: the host rewrites these through the copy engine while we run.
+  const volatile SchedulerControl* control = p.control;
+  const bool stop = control->stop != 0;
+  if (control->abort != 0) return Decision{kNoBucket, EngineExit::kAborted};
 
-  if (control.stop == 0) {
+  if (!stop) {
     // Fill free slots a warp-batched pop at a time; stop at the first short
     // claim (the queue is empty for now).
     for (;;) {
@@ -61,7 +63,7 @@ struct Decision {
   }
 
   if (batch == 0) {
-    return Decision{kNoBucket, control.stop != 0 ? EngineExit::kDrained : EngineExit::kIdle};
+    return Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle};
   }
   const int bucket = p.buckets.choose(batch);
   if (bucket < 0) {

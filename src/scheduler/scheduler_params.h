@@ -7,12 +7,12 @@
 
 #include <cstdint>
 
+#include "batch_book.h"
 #include "baton/bucket_entry.h"
 #include "baton/completion.h"
 #include "baton/engine.h"
 #include "baton/step_args.h"
 #include "baton/work_item.h"
-#include "batch_book.h"
 
 namespace baton::detail {
 

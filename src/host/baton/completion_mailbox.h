@@ -17,6 +17,8 @@ class CompletionMailbox {
  public:
   static constexpr std::uint32_t kMaxCapacity = 1u << 24;
 
+  // An empty mailbox (no memory); Create makes a usable one.
+  CompletionMailbox() = default;
   // `capacity` records: a power of two in [2, kMaxCapacity].
   [[nodiscard]] static absl::StatusOr<CompletionMailbox> Create(std::uint32_t capacity);
 
@@ -34,8 +36,6 @@ class CompletionMailbox {
   [[nodiscard]] std::uint32_t capacity() const { return capacity_; }
 
  private:
-  CompletionMailbox() = default;
-
   MappedHostBuffer<MailboxCounters> counters_;
   MappedHostBuffer<Completion> records_;
   DeviceBuffer<MailboxProducerState> producer_;

@@ -15,6 +15,8 @@
 // Thread safety: one host thread at a time per Runtime.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,9 +35,9 @@
 namespace baton {
 
 struct RuntimeOptions {
-  std::uint64_t queue_capacity = 1u << 16;      // power of two
-  std::uint32_t mailbox_capacity = 1u << 16;    // power of two
-  std::uint32_t max_batch = 64;                 // active items per step, <= the largest bucket
+  std::uint64_t queue_capacity = 1u << 16;          // power of two
+  std::uint32_t mailbox_capacity = 1u << 16;        // power of two
+  std::uint32_t max_batch = 64;                     // active items per step, <= the largest bucket
   absl::Duration stop_timeout = absl::Seconds(10);  // how long Stop/Abort wait for the device
 };
 

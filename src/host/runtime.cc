@@ -1,0 +1,555 @@
+#include "baton/runtime.h"
+
+#include <cuda/atomic>
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "baton/bucket_table.h"
+#include "baton/completion_mailbox.h"
+#include "baton/conditional_builder.h"
+#include "baton/cuda_resources.h"
+#include "baton/device.h"
+#include "baton/device_error.h"
+#include "baton/nvtx.h"
+#include "baton/status.h"
+#include "baton/step_graph.h"
+#include "baton/work_queue.h"
+#include "scheduler_launch.h"
+#include "scheduler_params.h"
+
+namespace baton {
+namespace {
+
+constexpr std::uint32_t kMaxRuntimeBatch = 1u << 16;
+
+bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+// The queue behind a runtime: the scheduler pops a warp (32 items) at a time.
+WorkQueueOptions QueueOptionsFor(const RuntimeOptions& options) {
+  WorkQueueOptions queue;
+  queue.capacity = options.queue_capacity;
+  queue.max_batch = 32;
+  return queue;
+}
+
+const char* EngineName(Engine engine) {
+  return engine == Engine::kTailLaunch ? "tail-launch" : "conditional";
+}
+
+const char* ExitName(EngineExit exit) {
+  switch (exit) {
+    case EngineExit::kRunning:
+      return "running";
+    case EngineExit::kIdle:
+      return "idle";
+    case EngineExit::kDrained:
+      return "drained";
+    case EngineExit::kAborted:
+      return "aborted";
+    case EngineExit::kMailboxFull:
+      return "mailbox full";
+    case EngineExit::kError:
+      return "device error";
+  }
+  return "unknown";
+}
+
+// Captures the scheduler node of `engine`, refusing a stream that is not
+// capturing: the scheduler only ever runs inside a graph.
+absl::Status EnqueueSchedulerNode(Engine engine, const detail::SchedulerParams* params,
+                                  cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusActive) {
+    return absl::FailedPreconditionError(
+        "the scheduler node must be captured into a graph: a kernel that device-launches "
+        "graphs fails with cudaErrorNotSupported when launched outside one");
+  }
+  BATON_CUDA_RETURN_IF_ERROR(engine == Engine::kTailLaunch
+                                 ? detail::EnqueueTailLaunchScheduler(params, stream)
+                                 : detail::EnqueueConditionalScheduler(params, stream));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
+  if (options.queue_capacity < 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions.queue_capacity ", options.queue_capacity,
+                     " is below 32, the scheduler's pop batch: use a power of two >= 32"));
+  }
+  BATON_RETURN_IF_ERROR(WorkQueue::Validate(QueueOptionsFor(options)));
+  if (!IsPowerOfTwo(options.mailbox_capacity) || options.mailbox_capacity < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions.mailbox_capacity ", options.mailbox_capacity,
+                     " is not a power of two >= 2: round it up to the next power of two"));
+  }
+  if (options.max_batch == 0 || options.max_batch > kMaxRuntimeBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("RuntimeOptions.max_batch ", options.max_batch,
+                                                   " is outside [1, ", kMaxRuntimeBatch, "]"));
+  }
+  if (options.max_batch > options.mailbox_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions.mailbox_capacity ", options.mailbox_capacity, " is smaller than max_batch ",
+        options.max_batch,
+        ": one step can retire every active item, so the mailbox must hold at least max_batch"));
+  }
+  if (options.stop_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("RuntimeOptions.stop_timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOptions& options) {
+  if (!program.enqueue) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step program '", program.name, "' has no enqueue function"));
+  }
+  const absl::Status sizes = ValidateBucketSizes(program.buckets);
+  if (!sizes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step program '", program.name, "': ", sizes.message()));
+  }
+  if (program.buckets.back() < options.max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step program '", program.name, "': the largest bucket (", program.buckets.back(),
+        ") is smaller than RuntimeOptions.max_batch (", options.max_batch,
+        "): add a bucket of at least ", options.max_batch, " or lower max_batch"));
+  }
+  return absl::OkStatus();
+}
+
+class Runtime::Impl {
+ public:
+  enum class State { kCreated, kReady, kRunning, kStopped, kFailed };
+
+  absl::Status Init(const RuntimeOptions& options) {
+    options_ = options;
+    BATON_RETURN_IF_ERROR(RequireDeviceLaunch());
+    BATON_ASSIGN_OR_RETURN(queue_, WorkQueue::Create(QueueOptionsFor(options)));
+    BATON_ASSIGN_OR_RETURN(mailbox_, CompletionMailbox::Create(options.mailbox_capacity));
+    BATON_ASSIGN_OR_RETURN(launch_stream_, CreateStream());
+    BATON_ASSIGN_OR_RETURN(control_stream_, CreateStream());
+    const std::uint32_t n = options.max_batch;
+    BATON_ASSIGN_OR_RETURN(header_, DeviceBuffer<StepHeader>::Create(1));
+    BATON_ASSIGN_OR_RETURN(items_, DeviceBuffer<WorkItem>::Create(n));
+    BATON_ASSIGN_OR_RETURN(words_, DeviceBuffer<std::uint32_t>::Create(4 * size_t{n}));
+    BATON_ASSIGN_OR_RETURN(counts_, DeviceBuffer<detail::BatchCounts>::Create(1));
+    BATON_ASSIGN_OR_RETURN(free_slots_, DeviceBuffer<std::uint32_t>::Create(n));
+    BATON_ASSIGN_OR_RETURN(retired_, DeviceBuffer<Completion>::Create(n));
+    BATON_ASSIGN_OR_RETURN(control_, DeviceBuffer<detail::SchedulerControl>::Create(1));
+    BATON_ASSIGN_OR_RETURN(counters_, DeviceBuffer<detail::SchedulerCounters>::Create(1));
+    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<detail::SchedulerParams>::Create(2));
+    BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<detail::EngineStatus>::Create(1));
+    BATON_ASSIGN_OR_RETURN(control_staging_, MappedHostBuffer<detail::SchedulerControl>::Create(1));
+    *status_.host() = detail::EngineStatus{};
+    *control_staging_.host() = detail::SchedulerControl{};
+    BATON_RETURN_IF_ERROR(header_.Fill(0));
+    BATON_RETURN_IF_ERROR(words_.Fill(0));
+    const detail::SchedulerCounters counters{};
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(counters_.data(), &counters, sizeof(counters), cudaMemcpyHostToDevice));
+    BATON_RETURN_IF_ERROR(ResetBatch());
+    BATON_RETURN_IF_ERROR(WriteControl(detail::SchedulerControl{}));
+    return absl::OkStatus();
+  }
+
+  absl::Status RegisterStepProgram(StepProgram program) {
+    if (state_ != State::kCreated) {
+      return absl::FailedPreconditionError(
+          "RegisterStepProgram: a step program is already registered (one per Runtime)");
+    }
+    BATON_RETURN_IF_ERROR(ValidateStepProgram(program, options_));
+    program_ = std::move(program);
+    state_ = State::kReady;
+    return absl::OkStatus();
+  }
+
+  absl::Status Start(Engine engine) {
+    switch (state_) {
+      case State::kCreated:
+        return absl::FailedPreconditionError(
+            "Start: no step program registered: call RegisterStepProgram first");
+      case State::kRunning:
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Start: the ", EngineName(engine_), " engine is already running: Stop it first"));
+      case State::kFailed:
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Start: the runtime failed earlier and cannot run again: ", failure_.ToString()));
+      default:
+        break;
+    }
+    if (engine != Engine::kTailLaunch && engine != Engine::kConditional) {
+      return absl::InvalidArgumentError("Start: unknown engine");
+    }
+    BATON_RETURN_IF_ERROR(PrepareEngine(engine));
+    BATON_RETURN_IF_ERROR(WriteControl(detail::SchedulerControl{}));
+    engine_ = engine;
+    state_ = State::kRunning;
+    return LaunchEngine();
+  }
+
+  absl::Status Submit(absl::Span<const WorkItem> items) {
+    if (state_ == State::kFailed) return failure_;
+    size_t accepted = 0;
+    const absl::Status seeded = queue_.Seed(items, &accepted);
+    submitted_ += accepted;
+    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Resume());
+    return seeded;
+  }
+
+  absl::StatusOr<size_t> Poll(absl::Span<Completion> out) {
+    if (state_ == State::kFailed) return failure_;
+    BATON_RETURN_IF_ERROR(Observe());
+    const size_t n = mailbox_.Poll(out);
+    completed_ += n;
+    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Resume());
+    return n;
+  }
+
+  absl::StatusOr<StopReport> Stop() { return End(/*abort=*/false); }
+  absl::StatusOr<StopReport> Abort() { return End(/*abort=*/true); }
+
+  RuntimeStats stats() const {
+    RuntimeStats stats;
+    stats.submitted = submitted_;
+    stats.completed = completed_;
+    stats.engine_launches = engine_launches_;
+    detail::SchedulerCounters counters{};
+    // A snapshot through the copy engine: no SM is needed and the loop keeps running.
+    if (cudaMemcpyAsync(&counters, counters_.data(), sizeof(counters), cudaMemcpyDeviceToHost,
+                        control_stream_.get()) == cudaSuccess &&
+        cudaStreamSynchronize(control_stream_.get()) == cudaSuccess) {
+      stats.steps = counters.steps;
+      stats.admitted = counters.admitted;
+      stats.device_launches = counters.device_launches;
+      stats.engine_exits = counters.exits;
+    }
+    return stats;
+  }
+
+  bool running() const { return state_ == State::kRunning; }
+
+  // Best effort on destruction: never free memory a running loop still uses.
+  void Shutdown() {
+    if (state_ == State::kRunning) (void)End(/*abort=*/true);
+    (void)cudaStreamSynchronize(launch_stream_.get());
+    (void)cudaStreamSynchronize(control_stream_.get());
+  }
+
+ private:
+  StepArgs args() const {
+    StepArgs args;
+    args.header = header_.data();
+    args.items = items_.data();
+    args.slots = words_.data();
+    args.item_steps = words_.data() + options_.max_batch;
+    args.finished = words_.data() + 2 * size_t{options_.max_batch};
+    args.results = words_.data() + 3 * size_t{options_.max_batch};
+    args.max_batch = options_.max_batch;
+    return args;
+  }
+
+  detail::SchedulerParams BaseParams() const {
+    detail::SchedulerParams params;
+    params.queue = queue_.device_view();
+    params.mailbox = mailbox_.device_view();
+    params.args = args();
+    params.book = detail::BatchBook{counts_.data(), free_slots_.data(), retired_.data()};
+    params.control = control_.data();
+    params.counters = counters_.data();
+    params.status = status_.device();
+    return params;
+  }
+
+  const detail::SchedulerParams* ParamsFor(Engine engine) const {
+    return params_.data() + static_cast<int>(engine);
+  }
+
+  absl::Status WriteParams(Engine engine, const detail::SchedulerParams& params) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(params_.data() + static_cast<int>(engine), &params,
+                                          sizeof(params), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
+  // Every slot free, nothing active (at creation and after Abort).
+  absl::Status ResetBatch() {
+    std::vector<std::uint32_t> free(options_.max_batch);
+    for (std::uint32_t i = 0; i < options_.max_batch; ++i) free[i] = options_.max_batch - 1 - i;
+    BATON_RETURN_IF_ERROR(free_slots_.CopyFrom(free));
+    const detail::BatchCounts counts{0, options_.max_batch};
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(counts_.data(), &counts, sizeof(counts), cudaMemcpyHostToDevice));
+    const std::uint32_t zero = 0;
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(&counters_.data()->step_pending, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
+  // Host -> device control through the copy engine, so it lands while the
+  // loop runs without needing an SM or a PCIe read per step on the device.
+  absl::Status WriteControl(const detail::SchedulerControl& control) {
+    *control_staging_.host() = control;
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(control_.data(), control_staging_.host(),
+                                               sizeof(control), cudaMemcpyHostToDevice,
+                                               control_stream_.get()));
+    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(control_stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status PrepareEngine(Engine engine) {
+    const NvtxRange range(engine == Engine::kTailLaunch ? "PrepareTailLaunchEngine"
+                                                        : "PrepareConditionalEngine");
+    const detail::SchedulerParams* params = ParamsFor(engine);
+    BATON_ASSIGN_OR_RETURN(Stream capture, CreateStream());
+    if (engine == Engine::kTailLaunch) {
+      if (bucket_table_.has_value()) return absl::OkStatus();
+      std::vector<BucketGraph> graphs;
+      for (std::uint32_t size : program_.buckets) {
+        const StepContext context{size, args()};
+        CertifyOptions certify;
+        certify.name = absl::StrCat(program_.name, " (bucket ", size, ", tail-launch engine)");
+        BATON_ASSIGN_OR_RETURN(DeviceGraph graph,
+                               CaptureDeviceGraph(
+                                   capture.get(),
+                                   [&](cudaStream_t stream) -> absl::Status {
+                                     BATON_RETURN_IF_ERROR(program_.enqueue(context, stream));
+                                     return EnqueueSchedulerNode(engine, params, stream);
+                                   },
+                                   certify));
+        graphs.push_back(BucketGraph{size, std::move(graph)});
+      }
+      BATON_ASSIGN_OR_RETURN(BucketTable table,
+                             BucketTable::Create(std::move(graphs), capture.get()));
+      CertifyOptions certify;
+      certify.name = "tail-launch engine bootstrap";
+      BATON_ASSIGN_OR_RETURN(
+          DeviceGraph bootstrap,
+          CaptureDeviceGraph(
+              capture.get(),
+              [&](cudaStream_t stream) { return EnqueueSchedulerNode(engine, params, stream); },
+              certify));
+      detail::SchedulerParams written = BaseParams();
+      written.buckets = table.device_table();
+      BATON_RETURN_IF_ERROR(WriteParams(engine, written));
+      bucket_table_.emplace(std::move(table));
+      bootstrap_.emplace(std::move(bootstrap));
+      return absl::OkStatus();
+    }
+
+    if (conditional_.has_value()) return absl::OkStatus();
+    // The conditional engine's scheduler only needs the bucket sizes to choose
+    // with; its entries carry no graph handle because it launches nothing.
+    std::vector<DeviceBucketEntry> entries;
+    for (std::uint32_t size : program_.buckets) entries.push_back({nullptr, size, 0});
+    BATON_ASSIGN_OR_RETURN(conditional_sizes_,
+                           DeviceBuffer<DeviceBucketEntry>::Create(entries.size()));
+    BATON_RETURN_IF_ERROR(conditional_sizes_.CopyFrom(entries));
+
+    BATON_ASSIGN_OR_RETURN(
+        ConditionalGraphBuilder builder,
+        ConditionalGraphBuilder::Create(absl::StrCat(program_.name, " (conditional engine)")));
+    BATON_ASSIGN_OR_RETURN(const cudaGraphConditionalHandle while_handle,
+                           builder.root().CreateHandle(/*default_value=*/1));
+    cudaGraphConditionalHandle switch_handle = 0;
+    std::vector<SectionFiller> bodies;
+    for (std::uint32_t size : program_.buckets) {
+      bodies.push_back([this, size](GraphSection& body) {
+        const StepContext context{size, args()};
+        return body.Capture([&](cudaStream_t stream) { return program_.enqueue(context, stream); });
+      });
+    }
+    BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
+      BATON_ASSIGN_OR_RETURN(switch_handle, loop.CreateHandle(detail::kNoBucket));
+      BATON_RETURN_IF_ERROR(loop.Capture(
+          [&](cudaStream_t stream) { return EnqueueSchedulerNode(engine, params, stream); }));
+      return loop.Switch(switch_handle, bodies);
+    }));
+    BATON_ASSIGN_OR_RETURN(ConditionalGraph graph, builder.Build(capture.get()));
+    detail::SchedulerParams written = BaseParams();
+    written.buckets =
+        DeviceBucketTable{conditional_sizes_.data(), static_cast<std::uint32_t>(entries.size())};
+    written.while_handle = while_handle;
+    written.switch_handle = switch_handle;
+    BATON_RETURN_IF_ERROR(WriteParams(engine, written));
+    conditional_.emplace(std::move(graph));
+    return absl::OkStatus();
+  }
+
+  absl::Status LaunchEngine() {
+    if (engine_ == Engine::kTailLaunch) {
+      BATON_RETURN_IF_ERROR(bootstrap_->Launch(launch_stream_.get()));
+    } else {
+      BATON_RETURN_IF_ERROR(conditional_->Launch(launch_stream_.get()));
+    }
+    ++engine_launches_;
+    engine_active_ = true;
+    return absl::OkStatus();
+  }
+
+  // Reads the exit epoch the device publishes; on a new exit records why.
+  absl::Status Observe() {
+    const std::uint64_t exits =
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(status_.host()->exits)
+            .load(cuda::std::memory_order_acquire);
+    if (exits == exits_seen_) return absl::OkStatus();
+    exits_seen_ = exits;
+    engine_active_ = exits_seen_ < engine_launches_;
+    last_exit_ = static_cast<EngineExit>(status_.host()->reason);
+    if (last_exit_ == EngineExit::kError) {
+      // Wait for the launch to finish so a CUDA error, if any, is the one reported.
+      const cudaError_t sync = cudaStreamSynchronize(launch_stream_.get());
+      absl::Status why = DeviceErrorStatus(status_.host()->error_word,
+                                           absl::StrCat(EngineName(engine_), " engine"));
+      if (why.ok()) why = CudaStatus(sync, "the engine's graph launch", __FILE__, __LINE__);
+      if (why.ok()) why = queue_.CheckDeviceError();
+      if (why.ok()) why = absl::InternalError("the engine reported a device error");
+      return Fail(std::move(why));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Fail(absl::Status why) {
+    failure_ = why;
+    state_ = State::kFailed;
+    return why;
+  }
+
+  // Work the device has not finished, as of its last exit.
+  std::uint64_t PendingAtLastExit() const {
+    return (submitted_ - status_.host()->admitted) + status_.host()->batch;
+  }
+
+  // Relaunches an engine that ended idle or parked while work is pending.
+  absl::Status Resume() {
+    BATON_RETURN_IF_ERROR(Observe());
+    if (engine_active_ || state_ != State::kRunning) return absl::OkStatus();
+    if (last_exit_ == EngineExit::kMailboxFull || PendingAtLastExit() > 0) return LaunchEngine();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StopReport> End(bool abort) {
+    if (state_ == State::kFailed) return failure_;
+    if (state_ != State::kRunning) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(abort ? "Abort" : "Stop", ": no engine is running"));
+    }
+    detail::SchedulerControl control;
+    control.stop = abort ? 0 : 1;
+    control.abort = abort ? 1 : 0;
+    BATON_RETURN_IF_ERROR(WriteControl(control));
+    StopReport report;
+    std::vector<Completion> chunk(1024);
+    const absl::Time deadline = absl::Now() + options_.stop_timeout;
+    for (;;) {
+      BATON_RETURN_IF_ERROR(Observe());
+      const size_t n = mailbox_.Poll(absl::MakeSpan(chunk));
+      completed_ += n;
+      report.completions.insert(report.completions.end(), chunk.begin(), chunk.begin() + n);
+      if (!engine_active_) {
+        const bool finished = abort || last_exit_ == EngineExit::kDrained ||
+                              (last_exit_ == EngineExit::kIdle && status_.host()->batch == 0);
+        if (finished) break;
+        // Parked on a full mailbox or ended idle with active work: run again
+        // (with stop set it admits nothing new) until drained.
+        BATON_RETURN_IF_ERROR(LaunchEngine());
+      }
+      if (absl::Now() > deadline) {
+        return Fail(absl::DeadlineExceededError(
+            absl::StrCat(abort ? "Abort" : "Stop", ": the ", EngineName(engine_),
+                         " engine did not end within ", absl::FormatDuration(options_.stop_timeout),
+                         " (last exit: ", ExitName(last_exit_), "); a step kernel may be stuck")));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(launch_stream_.get()));
+    // Completions published after the last poll above.
+    for (size_t n; (n = mailbox_.Poll(absl::MakeSpan(chunk))) > 0;) {
+      completed_ += n;
+      report.completions.insert(report.completions.end(), chunk.begin(), chunk.begin() + n);
+    }
+    if (abort) {
+      detail::BatchCounts counts{};
+      BATON_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(&counts, counts_.data(), sizeof(counts), cudaMemcpyDeviceToHost));
+      report.in_flight.resize(counts.batch);
+      if (counts.batch > 0) {
+        BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(report.in_flight.data(), items_.data(),
+                                              counts.batch * sizeof(WorkItem),
+                                              cudaMemcpyDeviceToHost));
+      }
+      BATON_RETURN_IF_ERROR(ResetBatch());
+    }
+    detail::SchedulerCounters counters{};
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(&counters, counters_.data(), sizeof(counters), cudaMemcpyDeviceToHost));
+    report.still_queued = submitted_ - counters.admitted;
+    BATON_RETURN_IF_ERROR(WriteControl(detail::SchedulerControl{}));
+    state_ = State::kStopped;
+    return report;
+  }
+
+  RuntimeOptions options_;
+  State state_ = State::kCreated;
+  absl::Status failure_;
+  StepProgram program_;
+  Engine engine_ = Engine::kTailLaunch;
+
+  WorkQueue queue_;
+  CompletionMailbox mailbox_;
+  Stream launch_stream_;
+  Stream control_stream_;
+  DeviceBuffer<StepHeader> header_;
+  DeviceBuffer<WorkItem> items_;
+  DeviceBuffer<std::uint32_t> words_;  // slots, item_steps, finished, results
+  DeviceBuffer<detail::BatchCounts> counts_;
+  DeviceBuffer<std::uint32_t> free_slots_;
+  DeviceBuffer<Completion> retired_;
+  DeviceBuffer<detail::SchedulerControl> control_;
+  DeviceBuffer<detail::SchedulerCounters> counters_;
+  DeviceBuffer<detail::SchedulerParams> params_;  // one per engine
+  MappedHostBuffer<detail::EngineStatus> status_;
+  MappedHostBuffer<detail::SchedulerControl> control_staging_;
+  DeviceBuffer<DeviceBucketEntry> conditional_sizes_;
+  std::optional<BucketTable> bucket_table_;
+  std::optional<DeviceGraph> bootstrap_;
+  std::optional<ConditionalGraph> conditional_;
+
+  std::uint64_t submitted_ = 0;
+  std::uint64_t completed_ = 0;
+  std::uint64_t engine_launches_ = 0;
+  std::uint64_t exits_seen_ = 0;
+  bool engine_active_ = false;
+  EngineExit last_exit_ = EngineExit::kIdle;
+};
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options) {
+  BATON_RETURN_IF_ERROR(ValidateRuntimeOptions(options));
+  auto impl = std::make_unique<Impl>();
+  BATON_RETURN_IF_ERROR(impl->Init(options));
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() {
+  if (impl_ != nullptr) impl_->Shutdown();
+}
+
+absl::Status Runtime::RegisterStepProgram(StepProgram program) {
+  return impl_->RegisterStepProgram(std::move(program));
+}
+absl::Status Runtime::Start(Engine engine) { return impl_->Start(engine); }
+absl::Status Runtime::Submit(absl::Span<const WorkItem> items) { return impl_->Submit(items); }
+absl::StatusOr<size_t> Runtime::Poll(absl::Span<Completion> out) { return impl_->Poll(out); }
+absl::StatusOr<StopReport> Runtime::Stop() { return impl_->Stop(); }
+absl::StatusOr<StopReport> Runtime::Abort() { return impl_->Abort(); }
+RuntimeStats Runtime::stats() const { return impl_->stats(); }
+bool Runtime::running() const { return impl_->running(); }
+
+}  // namespace baton

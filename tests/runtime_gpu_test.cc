@@ -1,0 +1,240 @@
+// The runtime end to end on the GPU, for every engine: every submitted item
+// completes exactly once with the right step count and result; each step runs
+// each active item exactly once (per-item run counters); Stop drains and
+// Start resumes; Abort hands back what was in flight; misuse gets a Status.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/bucket_table.h"
+#include "baton/cuda_resources.h"
+#include "baton/runtime.h"
+#include "runtime_test_kernels.h"
+#include "support/gpu_test.h"
+
+namespace baton {
+namespace {
+
+constexpr std::uint32_t kMaxItems = 4096;
+constexpr std::uint32_t kKind = 1;
+
+class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterface<Engine> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    rng_.seed(std::random_device{}());
+    BATON_ASSERT_OK_AND_ASSIGN(runs_, DeviceBuffer<std::uint32_t>::Create(kMaxItems));
+    BATON_ASSERT_OK(runs_.Fill(0));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+
+  absl::StatusOr<std::unique_ptr<Runtime>> MakeRuntime(RuntimeOptions options) {
+    BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
+    StepProgram program;
+    program.name = "countdown";
+    program.buckets = PowerOfTwoBuckets(options.max_batch);
+    std::uint32_t* runs = runs_.data();
+    program.enqueue = [runs](const StepContext& context, cudaStream_t stream) -> absl::Status {
+      BATON_CUDA_RETURN_IF_ERROR(
+          test::EnqueueCountdownStep(context.args, context.bucket_size, runs, stream));
+      return absl::OkStatus();
+    };
+    BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(std::move(program)));
+    return runtime;
+  }
+
+  std::vector<WorkItem> MakeItems(std::uint32_t first_id, std::uint32_t count,
+                                  std::uint32_t max_steps) {
+    std::vector<WorkItem> items;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t steps = std::uniform_int_distribution<std::uint32_t>(1, max_steps)(rng_);
+      items.push_back(WorkItem::make(kKind, first_id + i, steps));
+      needed_[first_id + i] = steps;
+    }
+    return items;
+  }
+
+  // Checks one completion against what its item asked for; counts it.
+  void Account(const Completion& c) {
+    ASSERT_TRUE(needed_.count(c.id)) << "phantom completion for id " << c.id;
+    EXPECT_EQ(++seen_[c.id], 1) << "id " << c.id << " completed twice";
+    EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
+    EXPECT_EQ(c.steps, needed_[c.id]) << "id " << c.id;
+    EXPECT_EQ(c.value, test::CountdownValue(c.id, needed_[c.id])) << "id " << c.id;
+  }
+
+  // Polls until `count` completions arrived (or a deadline).
+  void PollUntil(Runtime& runtime, size_t count) {
+    std::vector<Completion> out(97);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (seen_.size() < count && std::chrono::steady_clock::now() < deadline) {
+      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
+      for (size_t i = 0; i < n; ++i) Account(out[i]);
+    }
+    ASSERT_EQ(seen_.size(), count) << "completions missing after 30 s";
+  }
+
+  // Every completed item ran exactly as many steps as it asked for.
+  void ExpectRunCounts() {
+    std::vector<std::uint32_t> runs(kMaxItems);
+    BATON_ASSERT_OK(runs_.CopyTo(absl::MakeSpan(runs)));
+    for (const auto& [id, n] : seen_) {
+      EXPECT_EQ(runs[id], needed_[id]) << "item " << id << " ran a wrong number of steps";
+    }
+  }
+
+  std::mt19937 rng_;
+  DeviceBuffer<std::uint32_t> runs_;
+  std::map<std::uint32_t, std::uint32_t> needed_;
+  std::map<std::uint32_t, int> seen_;
+};
+
+TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
+  RuntimeOptions options;
+  options.max_batch = 64;
+  options.mailbox_capacity = 64;  // small: the engine parks on a full mailbox and resumes
+  options.queue_capacity = 256;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  std::vector<Completion> out(50);
+  std::uint32_t submitted = 0;
+  while (submitted < 1000) {
+    const std::uint32_t chunk = std::min<std::uint32_t>(
+        1000 - submitted, std::uniform_int_distribution<std::uint32_t>(1, 120)(rng_));
+    const std::vector<WorkItem> items = MakeItems(submitted, chunk, 40);
+    const absl::Status status = runtime->Submit(items);
+    if (absl::IsResourceExhausted(status)) {
+      // The queue is full: the accepted prefix is in, the rest is resubmitted.
+      const std::uint64_t accepted = runtime->stats().submitted - submitted;
+      for (std::uint32_t i = accepted; i < chunk; ++i) needed_.erase(submitted + i);
+      submitted += accepted;
+    } else {
+      BATON_ASSERT_OK(status);
+      submitted += chunk;
+    }
+    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+    for (size_t i = 0; i < n; ++i) Account(out[i]);
+  }
+  PollUntil(*runtime, 1000);
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
+  EXPECT_TRUE(report.completions.empty());
+  EXPECT_EQ(report.still_queued, 0u);
+  ExpectRunCounts();
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_EQ(stats.submitted, 1000u);
+  EXPECT_EQ(stats.admitted, 1000u);
+  EXPECT_EQ(stats.completed, 1000u);
+  EXPECT_GT(stats.steps, 40u);
+  EXPECT_GE(stats.engine_exits, 1u);
+  if (GetParam() == Engine::kTailLaunch) EXPECT_GT(stats.device_launches, 0u);
+}
+
+TEST_P(RuntimeTest, StopDrainsInFlightWorkAndStartResumesTheQueue) {
+  RuntimeOptions options;
+  options.max_batch = 16;
+  options.queue_capacity = 1024;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 400, 200)));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  std::vector<Completion> out(8);
+  BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+  for (size_t i = 0; i < n; ++i) Account(out[i]);
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
+  for (const Completion& c : report.completions) Account(c);
+  EXPECT_FALSE(runtime->running());
+  // Seeded = completed + still queued, exactly: nothing in flight after a drain.
+  EXPECT_EQ(seen_.size() + report.still_queued, 400u);
+  EXPECT_GT(report.still_queued, 0u) << "400 long items cannot all finish before Stop";
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  PollUntil(*runtime, 400);
+  BATON_ASSERT_OK(runtime->Stop().status());
+  ExpectRunCounts();
+}
+
+TEST_P(RuntimeTest, AbortHandsBackInFlightItemsAndLosesNothing) {
+  RuntimeOptions options;
+  options.max_batch = 8;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  std::vector<WorkItem> items;
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    items.push_back(WorkItem::make(kKind, i, 1u << 30));  // never finish on their own
+    needed_[i] = 1u << 30;
+  }
+  BATON_ASSERT_OK(runtime->Submit(items));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Abort());
+  EXPECT_TRUE(report.completions.empty());
+  EXPECT_EQ(report.in_flight.size(), 8u);
+  EXPECT_EQ(report.in_flight.size() + report.still_queued, 20u);
+  for (const WorkItem& item : report.in_flight) EXPECT_LT(item.id, 20u);
+  EXPECT_FALSE(runtime->running());
+  // The runtime can run again after an abort; the queued items continue.
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport second, runtime->Abort());
+  EXPECT_EQ(second.in_flight.size() + second.still_queued, 12u);
+}
+
+TEST_P(RuntimeTest, MisuseGetsAClearStatus) {
+  RuntimeOptions options;
+  options.max_batch = 8;
+  BATON_ASSERT_OK_AND_ASSIGN(auto bare, Runtime::Create(options));
+  absl::Status status = bare->Start(GetParam());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("no step program registered"), absl::string_view::npos) << status;
+  EXPECT_EQ(bare->Stop().status().code(), absl::StatusCode::kFailedPrecondition);
+
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  StepProgram again;
+  again.buckets = {8};
+  again.enqueue = [](const StepContext&, cudaStream_t) { return absl::OkStatus(); };
+  EXPECT_EQ(runtime->RegisterStepProgram(again).code(), absl::StatusCode::kFailedPrecondition);
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  status = runtime->Start(GetParam());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("already running"), absl::string_view::npos) << status;
+  const WorkItem sentinel = WorkItem::terminate();
+  EXPECT_EQ(runtime->Submit(absl::MakeConstSpan(&sentinel, 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  BATON_ASSERT_OK(runtime->Stop().status());
+  EXPECT_EQ(runtime->Stop().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A step program whose graph holds something a device-launched graph may not
+// (a host node) is refused when the engine prepares, naming the node.
+TEST_P(RuntimeTest, StepProgramThatIsNotGraphSafeIsRefused) {
+  RuntimeOptions options;
+  options.max_batch = 4;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, Runtime::Create(options));
+  StepProgram program;
+  program.name = "with host callback";
+  program.buckets = {4};
+  program.enqueue = [](const StepContext&, cudaStream_t stream) -> absl::Status {
+    BATON_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(
+        stream, [](void*) {}, nullptr));
+    return absl::OkStatus();
+  };
+  BATON_ASSERT_OK(runtime->RegisterStepProgram(std::move(program)));
+  const absl::Status status = runtime->Start(GetParam());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("host node"), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("with host callback"), absl::string_view::npos) << status;
+  EXPECT_FALSE(runtime->running());
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, RuntimeTest,
+                         ::testing::Values(Engine::kTailLaunch, Engine::kConditional),
+                         [](const ::testing::TestParamInfo<Engine>& info) {
+                           return info.param == Engine::kTailLaunch ? std::string("TailLaunch")
+                                                                    : std::string("Conditional");
+                         });
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,31 @@
+#include <cuda/atomic>
+
+#include "runtime_test_kernels.h"
+
+namespace baton::test {
+namespace {
+
+constexpr int kThreads = 128;
+
+__global__ void countdown_step(StepArgs args, std::uint32_t* runs) {
+  const std::uint32_t position = blockIdx.x * blockDim.x + threadIdx.x;
+  if (position >= args.header->batch) return;
+  const WorkItem item = args.items[position];
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(runs[item.id])
+      .fetch_add(1, cuda::std::memory_order_relaxed);
+  const std::uint32_t needed = static_cast<std::uint32_t>(item.payload);
+  if (args.item_steps[position] + 1 >= needed) {
+    finish_item(args, position, CountdownValue(item.id, needed));
+  }
+}
+
+}  // namespace
+
+cudaError_t EnqueueCountdownStep(const StepArgs& args, std::uint32_t bucket_size,
+                                 std::uint32_t* runs, cudaStream_t stream) {
+  const unsigned blocks = (bucket_size + kThreads - 1) / kThreads;
+  countdown_step<<<blocks, kThreads, 0, stream>>>(args, runs);
+  return cudaGetLastError();
+}
+
+}  // namespace baton::test
