@@ -6,6 +6,17 @@
 namespace baton::samples {
 namespace {
 
+__global__ void engine_step_kernel(LoopState* state, int kernel, int last, StepArgs args) {
+  if (threadIdx.x != 0) return;
+  state->values[kernel] = NextValue(state->values[kernel], kernel);
+  if (!last) return;
+  const std::uint32_t done = state->steps_done + 1;
+  state->steps_done = done;
+  if (args.header->batch > 0 && done >= static_cast<std::uint32_t>(args.items[0].payload)) {
+    finish_item(args, 0, done);
+  }
+}
+
 __global__ void separate_scheduler(cudaGraphExec_t step, LoopState* state) {
   if (state->steps_done >= state->target) return;
   if (!tail_launch(step, &state->error_word)) return;
@@ -40,6 +51,14 @@ __global__ void persistent_loop(LoopState* state, int kernels) {
 cudaError_t EnqueueStepKernels(LoopState* state, int kernels, cudaStream_t stream) {
   for (int k = 0; k < kernels; ++k) {
     tiny_step_kernel<<<1, 32, 0, stream>>>(state, k, k == kernels - 1);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t EnqueueEngineStepKernels(LoopState* state, int kernels, const StepArgs& args,
+                                     cudaStream_t stream) {
+  for (int k = 0; k < kernels; ++k) {
+    engine_step_kernel<<<1, 32, 0, stream>>>(state, k, k == kernels - 1, args);
   }
   return cudaGetLastError();
 }

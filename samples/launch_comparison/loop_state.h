@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "baton/config.h"
+#include "baton/step_args.h"
 
 namespace baton::samples {
 
@@ -28,6 +29,11 @@ struct LoopState {
 
 // Enqueues one step: `kernels` tiny kernels in order; the last bumps steps_done.
 [[nodiscard]] cudaError_t EnqueueStepKernels(LoopState* state, int kernels, cudaStream_t stream);
+
+// The same step as a Baton step program: the last kernel also finishes the
+// runtime's item (batch 1) once steps_done reaches the item's payload.
+[[nodiscard]] cudaError_t EnqueueEngineStepKernels(LoopState* state, int kernels,
+                                                   const StepArgs& args, cudaStream_t stream);
 
 // Separate scheduler graph: if steps_done < target, tail-launch `step` and then
 // this scheduler's own graph (two device launches per step).

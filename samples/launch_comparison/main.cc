@@ -17,6 +17,7 @@
 #include "baton/cuda_resources.h"
 #include "baton/device.h"
 #include "baton/device_error.h"
+#include "baton/runtime.h"
 #include "baton/status.h"
 #include "common/init.h"
 #include "common/report.h"
@@ -107,6 +108,44 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
   struct Mode {
     std::string name;
     std::function<absl::Status()> body;
+    std::function<absl::Status()> setup;  // default: reset the loop state
+    cudaStream_t stream = nullptr;        // default: the loop's stream
+  };
+
+  // The Baton engines drive the same kernels as a step program: one item that
+  // asks for `steps` steps, submitted before each timed Start. The events go
+  // on the runtime's stream, where the whole device loop completes.
+  RuntimeOptions runtime_options;
+  runtime_options.max_batch = 1;
+  runtime_options.mailbox_capacity = 2;
+  runtime_options.queue_capacity = 32;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(runtime_options));
+  StepProgram program;
+  program.name = absl::StrCat("launch_comparison K=", kernels);
+  program.buckets = {1};
+  program.enqueue = [&loop, kernels](const StepContext& context, cudaStream_t s) -> absl::Status {
+    BATON_CUDA_RETURN_IF_ERROR(
+        EnqueueEngineStepKernels(loop.state.data(), kernels, context.args, s));
+    return absl::OkStatus();
+  };
+  BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(std::move(program)));
+  std::vector<Completion> engine_completions;
+  auto finish_engine_run = [&]() -> absl::Status {
+    if (!runtime->running()) return absl::OkStatus();
+    BATON_ASSIGN_OR_RETURN(StopReport report, runtime->Stop());
+    engine_completions = std::move(report.completions);
+    return absl::OkStatus();
+  };
+  auto engine_setup = [&]() -> absl::Status {
+    BATON_RETURN_IF_ERROR(finish_engine_run());
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(loop.state.data(), &loop.initial, sizeof(LoopState), cudaMemcpyHostToDevice));
+    const WorkItem item = WorkItem::make(1, 7, static_cast<std::uint64_t>(steps));
+    return runtime->Submit(absl::MakeConstSpan(&item, 1));
+  };
+  auto engine_mode = [&](const char* name, Engine engine) {
+    return Mode{name, [&runtime, engine] { return runtime->Start(engine); }, engine_setup,
+                runtime->stream()};
   };
   const std::vector<Mode> modes = {
       {"host launches + sync",
@@ -144,6 +183,8 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
          BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(fused.get(), stream));
          return absl::OkStatus();
        }},
+      engine_mode("Baton tail-launch engine", Engine::kTailLaunch),
+      engine_mode("Baton conditional engine", Engine::kConditional),
       {"dynamic parallelism",
        [&]() -> absl::Status {
          BATON_CUDA_RETURN_IF_ERROR(
@@ -160,8 +201,20 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
 
   std::vector<TimingSummary> timings;
   for (const Mode& mode : modes) {
-    BATON_ASSIGN_OR_RETURN(TimingSummary timing,
-                           TimeWithEvents(stream, /*warmup=*/2, repeats, mode.body, reset));
+    BATON_ASSIGN_OR_RETURN(
+        TimingSummary timing,
+        TimeWithEvents(mode.stream != nullptr ? mode.stream : stream, /*warmup=*/2, repeats,
+                       mode.body, mode.setup ? mode.setup : reset));
+    if (mode.setup) {
+      // An engine run: its single item must come back exactly once, after
+      // exactly `steps` steps.
+      BATON_RETURN_IF_ERROR(finish_engine_run());
+      if (engine_completions.size() != 1 || engine_completions[0].id != 7 ||
+          engine_completions[0].steps != static_cast<std::uint32_t>(steps)) {
+        report.Fail(absl::StrCat(mode.name, " (K=", kernels, "): expected one completion after ",
+                                 steps, " steps, got ", engine_completions.size()));
+      }
+    }
     BATON_RETURN_IF_ERROR(Verify(loop, kernels, steps, mode.name, report));
     timings.push_back(std::move(timing));
   }

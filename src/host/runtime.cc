@@ -235,6 +235,7 @@ class Runtime::Impl {
   }
 
   bool running() const { return state_ == State::kRunning; }
+  cudaStream_t stream() const { return launch_stream_.get(); }
 
   // Best effort on destruction: never free memory a running loop still uses.
   void Shutdown() {
@@ -551,5 +552,6 @@ absl::StatusOr<StopReport> Runtime::Stop() { return impl_->Stop(); }
 absl::StatusOr<StopReport> Runtime::Abort() { return impl_->Abort(); }
 RuntimeStats Runtime::stats() const { return impl_->stats(); }
 bool Runtime::running() const { return impl_->running(); }
+cudaStream_t Runtime::stream() const { return impl_->stream(); }
 
 }  // namespace baton

@@ -112,6 +112,12 @@ class Runtime {
   [[nodiscard]] RuntimeStats stats() const;
   [[nodiscard]] bool running() const;
 
+  // The stream the engines are launched on. Work recorded on it after a
+  // launch (Start, or a resume in Submit/Poll) runs once that engine run has
+  // ended, tail launches included: record events on it to time the device
+  // loop, or order your own work after it.
+  [[nodiscard]] cudaStream_t stream() const;
+
   class Impl;
 
  private:
