@@ -31,6 +31,9 @@ for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86
   [ -d "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 
+# Start from empty output folders: a summary must never count files left by an
+# earlier run into the same OUT_DIR.
+rm -rf "$out/tests" "$out/samples" "$out/logs" "$out/summary.json" "$out/summary.txt" "$out/device.csv"
 mkdir -p "$out/tests" "$out/samples" "$out/logs"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/device.csv" 2>&1
 nvidia-smi > "$out/logs/nvidia-smi.txt" 2>&1
