@@ -10,6 +10,11 @@
 #   BATON_SUITE_FILTER  gtest filter for the tests (default: all)
 #   BATON_SUITE_SKIP_SAMPLES=1  run only the tests
 #   BATON_SUITE_TIMEOUT  seconds per executable (default 300)
+#   BATON_SUITE_SANITIZE="memcheck racecheck synccheck initcheck"  instead of the
+#       plain run, run every GPU test under each compute-sanitizer tool named.
+#       Each tool first runs bin/sanitizer_control, a planted bug it must report
+#       (else the tool did not attach and the run fails); then every test must
+#       pass with 0 sanitizer errors. Samples are skipped in this mode.
 # Exit status: 0 when every test passed (none skipped) and every sample passed.
 set -uo pipefail
 build=${1:-build}
@@ -31,11 +36,61 @@ for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86
   [ -d "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 
+# Start from empty output folders: a summary must never count files left by an
+# earlier run into the same OUT_DIR.
+rm -rf "$out/tests" "$out/samples" "$out/logs" "$out/summary.json" "$out/summary.txt" "$out/device.csv"
 mkdir -p "$out/tests" "$out/samples" "$out/logs"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/device.csv" 2>&1
 nvidia-smi > "$out/logs/nvidia-smi.txt" 2>&1
 
+# The error count a compute-sanitizer log ends with: "ERROR SUMMARY: N errors"
+# (memcheck, synccheck, initcheck) or "RACECHECK SUMMARY: ... (N errors, ...)".
+sanitizer_errors() {
+  grep -E "(ERROR|RACECHECK) SUMMARY" "$1" | grep -oE "[0-9]+ errors?" | tail -n 1 | grep -oE "^[0-9]+"
+}
+# Kernels a tool skips, with the reason. synccheck reports divergent barriers
+# inside cuBLAS's own small-N GEMM kernel (gemmSN_*): library code, not Baton's.
+sanitizer_excludes() {
+  case "$1" in
+    synccheck) echo "--kernel-name-exclude kns=gemmSN" ;;
+  esac
+}
+
 status=0
+if [ -n "${BATON_SUITE_SANITIZE:-}" ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$sanitizer" ] || { echo "gpu_suite: compute-sanitizer not found" >&2; exit 2; }
+  : > "$out/sanitize.txt"
+  for tool in $BATON_SUITE_SANITIZE; do
+    # The control: the tool must find the planted bug.
+    "$sanitizer" --tool "$tool" "$bin/sanitizer_control" "$tool" > "$out/logs/control-$tool.log" 2>&1
+    control=$(sanitizer_errors "$out/logs/control-$tool.log")
+    if [ "${control:-0}" -gt 0 ]; then
+      echo "control $tool: caught ($control errors)" | tee -a "$out/sanitize.txt"
+    else
+      echo "control $tool: NOT caught: the tool did not attach" | tee -a "$out/sanitize.txt"
+      status=1
+      continue
+    fi
+    while read -r name; do
+      [ -n "$name" ] || continue
+      log="$out/logs/$tool-$name.log"
+      # shellcheck disable=SC2046 # the exclusion is a word list
+      timeout "$timeout_s" "$sanitizer" --tool "$tool" --error-exitcode 99 \
+          $(sanitizer_excludes "$tool") "$bin/$name" \
+          ${BATON_SUITE_FILTER:+--gtest_filter=$BATON_SUITE_FILTER} > "$log" 2>&1
+      rc=$?
+      errors=$(sanitizer_errors "$log")
+      echo "$tool $name: exit $rc, ${errors:-?} sanitizer errors" | tee -a "$out/sanitize.txt"
+      if [ $rc -ne 0 ] || [ "${errors:-1}" != 0 ]; then
+        status=1
+        grep -E "^=========|FAILED" "$log" | head -n 40
+      fi
+    done < "$bin/gpu_tests.txt"
+  done
+  exit $status
+fi
+
 while read -r name; do
   [ -n "$name" ] || continue
   echo "== test $name"

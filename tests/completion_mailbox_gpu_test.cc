@@ -49,7 +49,9 @@ TEST_F(CompletionMailboxTest, ConcurrentProducerAndPollerDeliverEachRecordOnceIn
   BATON_ASSERT_OK(results.CopyTo(absl::MakeSpan(host)));
   EXPECT_EQ(host[2], 0u) << "the producer gave up: the host did not free slots";
   EXPECT_EQ(host[0], kTotal);
-  EXPECT_GT(host[1], 0u) << "a 64-record ring must have refused the producer at least once";
+  // How often the ring was full depends on timing (the full-ring test below
+  // covers refusal deterministically); it is recorded, not asserted.
+  RecordProperty("refusals", static_cast<int>(host[1]));
   ASSERT_EQ(received.size(), kTotal);
   for (std::uint32_t i = 0; i < kTotal; ++i) {
     ASSERT_TRUE(SameCompletion(received[i], test::ExpectedCompletion(i, seed)))

@@ -68,15 +68,13 @@ struct WorkQueueCounters {
 // Built by WorkQueue::device_view(); every pointer is device memory.
 struct WorkQueueView {
   WorkQueueCounters* counters = nullptr;
-  WorkItem* slots = nullptr;                 // capacity descriptors
-  unsigned long long* sequence = nullptr;    // capacity per-slot sequence numbers
-  unsigned long long mask = 0;               // capacity - 1 (capacity is a power of two)
-  std::uint32_t max_batch = 0;               // largest claim one pop makes
-  std::uint32_t max_wait_spins = 0;          // bound of every wait on a slot
+  WorkItem* slots = nullptr;               // capacity descriptors
+  unsigned long long* sequence = nullptr;  // capacity per-slot sequence numbers
+  unsigned long long mask = 0;             // capacity - 1 (capacity is a power of two)
+  std::uint32_t max_batch = 0;             // largest claim one pop makes
+  std::uint32_t max_wait_spins = 0;        // bound of every wait on a slot
 
-  [[nodiscard]] BATON_HOST_DEVICE constexpr unsigned long long capacity() const {
-    return mask + 1;
-  }
+  [[nodiscard]] BATON_HOST_DEVICE constexpr unsigned long long capacity() const { return mask + 1; }
 };
 
 // Codes recorded with DeviceErrorSite::kQueueWait.
