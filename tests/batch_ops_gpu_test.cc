@@ -67,6 +67,7 @@ TEST_F(BatchOpsTest, MatchesTheCpuModelOverRandomRounds) {
   BATON_ASSERT_OK_AND_ASSIGN(auto retired_count, DeviceBuffer<std::uint32_t>::Create(1));
   BATON_ASSERT_OK(items.Fill(0xCD));  // poison: only admitted positions are ever read
   BATON_ASSERT_OK(words.Fill(0xCD));
+  BATON_ASSERT_OK(retired.Fill(0xCD));  // only the first retired_count entries are written
 
   StepArgs args;
   args.header = header.data();

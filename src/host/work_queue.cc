@@ -90,6 +90,10 @@ absl::StatusOr<WorkQueue> WorkQueue::Create(const WorkQueueOptions& options) {
 }
 
 absl::Status WorkQueue::Reset(std::uint64_t first_ticket) {
+  // Zero the whole block first, padding between the 128-byte lines included, so
+  // a snapshot copy (Size) never reads bytes nothing wrote.
+  BATON_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(counters_.data(), 0, sizeof(WorkQueueCounters), stream()));
   BATON_CUDA_RETURN_IF_ERROR(queue_kernels::EnqueueInitialize(view_, first_ticket, stream()));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
   closed_ = false;
