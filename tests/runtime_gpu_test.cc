@@ -16,6 +16,7 @@
 #include "baton/cuda_resources.h"
 #include "baton/runtime.h"
 #include "runtime_test_kernels.h"
+#include "scheduler_node.h"
 #include "support/gpu_test.h"
 
 namespace baton {
@@ -35,11 +36,12 @@ class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterfac
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 
-  absl::StatusOr<std::unique_ptr<Runtime>> MakeRuntime(RuntimeOptions options) {
+  absl::StatusOr<std::unique_ptr<Runtime>> MakeRuntime(RuntimeOptions options,
+                                                       std::vector<std::uint32_t> buckets = {}) {
     BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
     StepProgram program;
     program.name = "countdown";
-    program.buckets = PowerOfTwoBuckets(options.max_batch);
+    program.buckets = buckets.empty() ? PowerOfTwoBuckets(options.max_batch) : buckets;
     std::uint32_t* runs = runs_.data();
     program.enqueue = [runs](const StepContext& context, cudaStream_t stream) -> absl::Status {
       BATON_CUDA_RETURN_IF_ERROR(
@@ -136,6 +138,21 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
   if (GetParam() == Engine::kTailLaunch) EXPECT_GT(stats.device_launches, 0u);
 }
 
+// More buckets than a warp has lanes: the scheduler chooses by binary search
+// instead of one ballot; every batch size 1..40 has its own bucket.
+TEST_P(RuntimeTest, ManyBucketsChooseCorrectly) {
+  RuntimeOptions options;
+  options.max_batch = 40;
+  std::vector<std::uint32_t> buckets;
+  for (std::uint32_t b = 1; b <= 40; ++b) buckets.push_back(b);
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, buckets));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 300, 30)));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  PollUntil(*runtime, 300);
+  BATON_ASSERT_OK(runtime->Stop().status());
+  ExpectRunCounts();
+}
+
 TEST_P(RuntimeTest, StopDrainsInFlightWorkAndStartResumesTheQueue) {
   RuntimeOptions options;
   options.max_batch = 16;
@@ -227,6 +244,79 @@ TEST_P(RuntimeTest, StepProgramThatIsNotGraphSafeIsRefused) {
   EXPECT_NE(status.message().find("host node"), absl::string_view::npos) << status;
   EXPECT_NE(status.message().find("with host callback"), absl::string_view::npos) << status;
   EXPECT_FALSE(runtime->running());
+}
+
+using RuntimeFailureTest = testing::GpuTest;
+
+// The scheduler only ever runs inside a graph: asked to enqueue it on a stream
+// that is not capturing, the runtime refuses and enqueues nothing.
+TEST_F(RuntimeFailureTest, SchedulerOutsideAGraphIsRefused) {
+  BATON_ASSERT_OK_AND_ASSIGN(Stream stream, CreateStream());
+  for (Engine engine : {Engine::kTailLaunch, Engine::kConditional}) {
+    const absl::Status status = detail::CaptureSchedulerNode(engine, nullptr, stream.get());
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_NE(status.message().find("must be captured into a graph"), absl::string_view::npos)
+        << status;
+  }
+  EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+}
+
+// A step that uses up its graph's one pending self-launch makes the
+// scheduler's tail launch of the same bucket graph fail: the failure surfaces
+// as a Status naming it, the loop stops for good, and Abort hands back every
+// item, so none is lost. Tail-launch engine only: a device launch inside a
+// conditional body hangs (../shared/DESIGN.md).
+TEST_F(RuntimeFailureTest, SelfLaunchLimitHitOnPurposeIsAStatusAndLosesNoWork) {
+  BATON_ASSERT_OK_AND_ASSIGN(auto flag, DeviceBuffer<std::uint32_t>::Create(1));
+  BATON_ASSERT_OK_AND_ASSIGN(auto runs, DeviceBuffer<std::uint32_t>::Create(16));
+  BATON_ASSERT_OK(flag.Fill(0));
+  BATON_ASSERT_OK(runs.Fill(0));
+  RuntimeOptions options;
+  options.max_batch = 8;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, Runtime::Create(options));
+  StepProgram program;
+  program.name = "self-launching step";
+  program.buckets = {8};  // one bucket: the scheduler always relaunches this graph
+  std::uint32_t* flag_ptr = flag.data();
+  std::uint32_t* runs_ptr = runs.data();
+  program.enqueue = [=](const StepContext& context, cudaStream_t s) -> absl::Status {
+    BATON_CUDA_RETURN_IF_ERROR(test::EnqueueSelfLaunchOnce(flag_ptr, s));
+    // Items finish after 3 steps, so the loop ends even if no launch fails.
+    BATON_CUDA_RETURN_IF_ERROR(
+        test::EnqueueCountdownStep(context.args, context.bucket_size, runs_ptr, s));
+    return absl::OkStatus();
+  };
+  BATON_ASSERT_OK(runtime->RegisterStepProgram(std::move(program)));
+  std::vector<WorkItem> items;
+  for (std::uint32_t i = 0; i < 12; ++i) items.push_back(WorkItem::make(1, i, 3));
+  BATON_ASSERT_OK(runtime->Submit(items));
+  BATON_ASSERT_OK(runtime->Start(Engine::kTailLaunch));
+
+  std::vector<Completion> out(16);
+  absl::Status failure;
+  size_t completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (failure.ok() && completed < items.size() && std::chrono::steady_clock::now() < deadline) {
+    const absl::StatusOr<size_t> n = runtime->Poll(absl::MakeSpan(out));
+    failure = n.status();
+    if (n.ok()) completed += *n;
+  }
+  std::uint32_t flag_value = 0;
+  ASSERT_EQ(cudaMemcpy(&flag_value, flag.data(), sizeof(flag_value), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(flag_value, 1u) << "the step's own self-launch must have been accepted";
+  EXPECT_EQ(failure.code(), absl::StatusCode::kInvalidArgument) << failure;
+  EXPECT_NE(failure.message().find("device tail launch"), absl::string_view::npos) << failure;
+  EXPECT_NE(failure.message().find("cudaErrorInvalidValue"), absl::string_view::npos) << failure;
+  EXPECT_EQ(cudaStreamSynchronize(runtime->stream()), cudaSuccess)
+      << "a refused device launch must not poison the context";
+
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Abort());
+  EXPECT_EQ(completed + report.completions.size() + report.in_flight.size() + report.still_queued,
+            items.size())
+      << "work was lost";
+  EXPECT_EQ(report.in_flight.size(), 8u);
+  EXPECT_EQ(runtime->Start(Engine::kTailLaunch).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, RuntimeTest,

@@ -19,7 +19,18 @@ __global__ void countdown_step(StepArgs args, std::uint32_t* runs) {
   }
 }
 
+__global__ void self_launch_once(std::uint32_t* flag) {
+  if (*flag != 0) return;
+  *flag =
+      cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) == cudaSuccess ? 1 : 2;
+}
+
 }  // namespace
+
+cudaError_t EnqueueSelfLaunchOnce(std::uint32_t* flag, cudaStream_t stream) {
+  self_launch_once<<<1, 1, 0, stream>>>(flag);
+  return cudaGetLastError();
+}
 
 cudaError_t EnqueueCountdownStep(const StepArgs& args, std::uint32_t bucket_size,
                                  std::uint32_t* runs, cudaStream_t stream) {

@@ -21,4 +21,10 @@ namespace baton::test {
 [[nodiscard]] cudaError_t EnqueueCountdownStep(const StepArgs& args, std::uint32_t bucket_size,
                                                std::uint32_t* runs, cudaStream_t stream);
 
+// The first time it runs (*flag == 0), tail-launches the graph it runs in
+// (a self-launch) and sets *flag to 1, or to 2 if that launch was refused.
+// Inside a step this uses the one pending self-launch a graph may have, so
+// the scheduler's tail launch of the same bucket graph after it is refused.
+[[nodiscard]] cudaError_t EnqueueSelfLaunchOnce(std::uint32_t* flag, cudaStream_t stream);
+
 }  // namespace baton::test

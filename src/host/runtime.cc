@@ -19,7 +19,7 @@
 #include "baton/status.h"
 #include "baton/step_graph.h"
 #include "baton/work_queue.h"
-#include "scheduler_launch.h"
+#include "scheduler_node.h"
 #include "scheduler_params.h"
 
 namespace baton {
@@ -57,23 +57,6 @@ const char* ExitName(EngineExit exit) {
       return "device error";
   }
   return "unknown";
-}
-
-// Captures the scheduler node of `engine`, refusing a stream that is not
-// capturing: the scheduler only ever runs inside a graph.
-absl::Status EnqueueSchedulerNode(Engine engine, const detail::SchedulerParams* params,
-                                  cudaStream_t stream) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusActive) {
-    return absl::FailedPreconditionError(
-        "the scheduler node must be captured into a graph: a kernel that device-launches "
-        "graphs fails with cudaErrorNotSupported when launched outside one");
-  }
-  BATON_CUDA_RETURN_IF_ERROR(engine == Engine::kTailLaunch
-                                 ? detail::EnqueueTailLaunchScheduler(params, stream)
-                                 : detail::EnqueueConditionalScheduler(params, stream));
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -321,7 +304,7 @@ class Runtime::Impl {
                                    capture.get(),
                                    [&](cudaStream_t stream) -> absl::Status {
                                      BATON_RETURN_IF_ERROR(program_.enqueue(context, stream));
-                                     return EnqueueSchedulerNode(engine, params, stream);
+                                     return detail::CaptureSchedulerNode(engine, params, stream);
                                    },
                                    certify));
         graphs.push_back(BucketGraph{size, std::move(graph)});
@@ -330,12 +313,13 @@ class Runtime::Impl {
                              BucketTable::Create(std::move(graphs), capture.get()));
       CertifyOptions certify;
       certify.name = "tail-launch engine bootstrap";
-      BATON_ASSIGN_OR_RETURN(
-          DeviceGraph bootstrap,
-          CaptureDeviceGraph(
-              capture.get(),
-              [&](cudaStream_t stream) { return EnqueueSchedulerNode(engine, params, stream); },
-              certify));
+      BATON_ASSIGN_OR_RETURN(DeviceGraph bootstrap, CaptureDeviceGraph(
+                                                        capture.get(),
+                                                        [&](cudaStream_t stream) {
+                                                          return detail::CaptureSchedulerNode(
+                                                              engine, params, stream);
+                                                        },
+                                                        certify));
       detail::SchedulerParams written = BaseParams();
       written.buckets = table.device_table();
       BATON_RETURN_IF_ERROR(WriteParams(engine, written));
@@ -368,8 +352,9 @@ class Runtime::Impl {
     }
     BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
       BATON_ASSIGN_OR_RETURN(switch_handle, loop.CreateHandle(detail::kNoBucket));
-      BATON_RETURN_IF_ERROR(loop.Capture(
-          [&](cudaStream_t stream) { return EnqueueSchedulerNode(engine, params, stream); }));
+      BATON_RETURN_IF_ERROR(loop.Capture([&](cudaStream_t stream) {
+        return detail::CaptureSchedulerNode(engine, params, stream);
+      }));
       return loop.Switch(switch_handle, bodies);
     }));
     BATON_ASSIGN_OR_RETURN(ConditionalGraph graph, builder.Build(capture.get()));
@@ -436,7 +421,15 @@ class Runtime::Impl {
   }
 
   absl::StatusOr<StopReport> End(bool abort) {
-    if (state_ == State::kFailed) return failure_;
+    if (state_ == State::kFailed) {
+      // After a device failure the loop has ended; Abort still hands back
+      // what it held (unless the context itself is gone, which the reads
+      // below then report).
+      if (!abort || engine_active_) return failure_;
+      StopReport report;
+      BATON_RETURN_IF_ERROR(Collect(/*abort=*/true, report));
+      return report;
+    }
     if (state_ != State::kRunning) {
       return absl::FailedPreconditionError(
           absl::StrCat(abort ? "Abort" : "Stop", ": no engine is running"));
@@ -470,7 +463,17 @@ class Runtime::Impl {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(launch_stream_.get()));
-    // Completions published after the last poll above.
+    BATON_RETURN_IF_ERROR(Collect(abort, report));
+    if (abort) BATON_RETURN_IF_ERROR(ResetBatch());
+    BATON_RETURN_IF_ERROR(WriteControl(detail::SchedulerControl{}));
+    state_ = State::kStopped;
+    return report;
+  }
+
+  // Once the loop has ended: the completions not yet polled, the active items
+  // (for an abort) and how many submitted items were never admitted.
+  absl::Status Collect(bool abort, StopReport& report) {
+    std::vector<Completion> chunk(1024);
     for (size_t n; (n = mailbox_.Poll(absl::MakeSpan(chunk))) > 0;) {
       completed_ += n;
       report.completions.insert(report.completions.end(), chunk.begin(), chunk.begin() + n);
@@ -485,15 +488,12 @@ class Runtime::Impl {
                                               counts.batch * sizeof(WorkItem),
                                               cudaMemcpyDeviceToHost));
       }
-      BATON_RETURN_IF_ERROR(ResetBatch());
     }
     detail::SchedulerCounters counters{};
     BATON_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(&counters, counters_.data(), sizeof(counters), cudaMemcpyDeviceToHost));
     report.still_queued = submitted_ - counters.admitted;
-    BATON_RETURN_IF_ERROR(WriteControl(detail::SchedulerControl{}));
-    state_ = State::kStopped;
-    return report;
+    return absl::OkStatus();
   }
 
   RuntimeOptions options_;

@@ -84,6 +84,15 @@ __device__ inline std::uint32_t warp_compact(const StepArgs& args, const BatchBo
   return kept;
 }
 
+// After a step in which nothing finished: positions stay, each item counts one
+// more step. The cheap path of warp_compact.
+__device__ inline void warp_advance(const StepArgs& args, std::uint32_t batch) {
+  for (std::uint32_t position = lane_id(); position < batch; position += 32) {
+    args.item_steps[position] += 1;
+  }
+  __syncwarp();
+}
+
 // Admits the lanes' `valid` items at positions [batch, batch + n), taking
 // slots from the free stack. The caller never offers more than free_count.
 // Returns the new batch.

@@ -18,24 +18,51 @@ namespace baton::detail {
 struct Decision {
   std::uint32_t bucket = kNoBucket;  // the bucket to run when exit == kRunning
   EngineExit exit = EngineExit::kRunning;
+  cudaGraphExec_t exec = nullptr;  // that bucket's graph (tail-launch engine)
 };
 
 // Called by all 32 lanes of the scheduler's warp; every lane gets the same
-// decision.
+// decision. Between two steps this is the whole device-side cost of the loop,
+// so the independent loads are issued together up front and overlap, and the
+// common cases (nothing finished, a small bucket table) avoid dependent
+// round trips to L2.
 [[nodiscard]] __device__ inline Decision decide(const SchedulerParams& p) {
   SchedulerCounters& counters = *p.counters;
-  const bool leader = lane_id() == 0;
+  const unsigned lane = lane_id();
+  const bool leader = lane == 0;
   std::uint32_t batch = p.book.counts->batch;
+  const std::uint32_t step_pending = counters.step_pending;
+  const std::uint32_t error_word = counters.error_word;
+  // Volatile: the host rewrites these through the copy engine while we run.
+  const volatile SchedulerControl* control = p.control;
+  const bool abort = control->abort != 0;
+  const bool stop = control->stop != 0;
+  // Small tables (the usual case): lane i holds bucket i.
+  const bool small_table = p.buckets.count <= 32;
+  std::uint32_t lane_size = 0;
+  cudaGraphExec_t lane_exec = nullptr;
+  if (small_table && lane < p.buckets.count) {
+    lane_size = p.buckets.entries[lane].bucket_size;
+    lane_exec = p.buckets.entries[lane].exec;
+  }
 
-  if (counters.step_pending != 0) {
+  // After a device error the loop is over: a graph someone else still
+  // launches (e.g. a step's own tail launch) must not run the loop on.
+  if (error_word != 0) return Decision{kNoBucket, EngineExit::kError, nullptr};
+
+  if (step_pending != 0) {
     const std::uint32_t retiring = warp_collect_retired(p.args, p.book, batch);
     int published = 1;
     if (retiring > 0 && leader) published = mailbox_try_push(p.mailbox, p.book.retired, retiring);
     published = __shfl_sync(kFullWarp, published, 0);
     // A full mailbox: change nothing, park; Poll frees room and relaunches,
     // and this step's retirement is retried then.
-    if (!published) return Decision{kNoBucket, EngineExit::kMailboxFull};
-    batch = warp_compact(p.args, p.book, batch);
+    if (!published) return Decision{kNoBucket, EngineExit::kMailboxFull, nullptr};
+    if (retiring > 0) {
+      batch = warp_compact(p.args, p.book, batch);
+    } else {
+      warp_advance(p.args, batch);
+    }
     if (leader) {
       counters.retired += retiring;
       counters.step_pending = 0;
@@ -43,10 +70,7 @@ struct Decision {
     __syncwarp();
   }
 
-  // Volatile: the host rewrites these through the copy engine while we run.
-  const volatile SchedulerControl* control = p.control;
-  const bool stop = control->stop != 0;
-  if (control->abort != 0) return Decision{kNoBucket, EngineExit::kAborted};
+  if (abort) return Decision{kNoBucket, EngineExit::kAborted, nullptr};
 
   if (!stop) {
     // Fill free slots a warp-batched pop at a time; stop at the first short
@@ -63,28 +87,44 @@ struct Decision {
   }
 
   if (batch == 0) {
-    return Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle};
+    return Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle, nullptr};
   }
-  const int bucket = p.buckets.choose(batch);
+  int bucket = -1;
+  std::uint32_t bucket_size = 0;
+  cudaGraphExec_t exec = nullptr;
+  if (small_table) {
+    const unsigned fits = __ballot_sync(kFullWarp, lane < p.buckets.count && lane_size >= batch);
+    bucket = fits != 0 ? __ffs(fits) - 1 : -1;
+    const int from = bucket < 0 ? 0 : bucket;
+    bucket_size = __shfl_sync(kFullWarp, lane_size, from);
+    exec = reinterpret_cast<cudaGraphExec_t>(
+        __shfl_sync(kFullWarp, reinterpret_cast<unsigned long long>(lane_exec), from));
+  } else {
+    bucket = p.buckets.choose(batch);
+    if (bucket >= 0) {
+      bucket_size = p.buckets.entries[bucket].bucket_size;
+      exec = p.buckets.entries[bucket].exec;
+    }
+  }
   if (bucket < 0) {
     // The host validates max_batch <= the largest bucket, so this is a broken
     // invariant, reported rather than run.
     if (leader) {
       record_device_error(&counters.error_word, DeviceErrorSite::kSchedulerState, batch);
     }
-    return Decision{kNoBucket, EngineExit::kError};
+    return Decision{kNoBucket, EngineExit::kError, nullptr};
   }
   if (leader) {
     StepHeader& header = *p.args.header;
     header.step = counters.steps;
     header.batch = batch;
     header.bucket = static_cast<std::uint32_t>(bucket);
-    header.bucket_size = p.buckets.entries[bucket].bucket_size;
+    header.bucket_size = bucket_size;
     counters.steps += 1;
     counters.step_pending = 1;
   }
   __syncwarp();
-  return Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning};
+  return Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning, exec};
 }
 
 // Publishes why the loop ended. Leader lane only. The status block is mapped

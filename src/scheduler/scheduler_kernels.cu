@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(kSchedulerThreads)
     return;
   }
   // The scheduler never waits for its own launch: it launches and exits.
-  if (tail_launch(p.buckets.entries[decision.bucket].exec, &p.counters->error_word)) {
+  if (tail_launch(decision.exec, &p.counters->error_word)) {
     p.counters->device_launches += 1;
   } else {
     report_exit(p, EngineExit::kError);

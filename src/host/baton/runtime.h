@@ -106,7 +106,10 @@ class Runtime {
   [[nodiscard]] absl::StatusOr<StopReport> Stop();
 
   // Ends the loop at the next step boundary; active items come back in
-  // report.in_flight (their slots are freed), queued ones stay queued.
+  // report.in_flight (their slots are freed), queued ones stay queued. After a
+  // device failure (Poll returned its Status) Abort still hands back the
+  // completions not yet polled, the in-flight items and the queued count, so
+  // no work is lost; the runtime stays failed.
   [[nodiscard]] absl::StatusOr<StopReport> Abort();
 
   [[nodiscard]] RuntimeStats stats() const;

@@ -1,0 +1,20 @@
+// Capturing an engine's scheduler node (internal to the runtime; tests use it
+// to check the refusal below).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "baton/engine.h"
+#include "scheduler_params.h"
+
+namespace baton::detail {
+
+// Enqueues `engine`'s scheduler node on `stream`, which must be capturing:
+// the scheduler only ever runs inside a graph (a kernel that device-launches
+// graphs fails with cudaErrorNotSupported outside one, ../shared/DESIGN.md).
+// FailedPrecondition, with nothing enqueued, when `stream` is not capturing.
+[[nodiscard]] absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params,
+                                                cudaStream_t stream);
+
+}  // namespace baton::detail
