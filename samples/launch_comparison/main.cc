@@ -19,6 +19,7 @@
 #include "baton/device_error.h"
 #include "baton/runtime.h"
 #include "baton/status.h"
+#include "baton/step_graph.h"
 #include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
@@ -38,17 +39,19 @@ struct Loop {
   LoopState initial{};
 };
 
+// The raw modes' graphs go through the graph toolkit like any user graph:
+// captured, validated and certified for device launch.
 template <typename Enqueue>
-absl::StatusOr<GraphExec> Capture(cudaStream_t stream, unsigned long long flags, Enqueue enqueue) {
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const cudaError_t enqueued = enqueue();
-  cudaGraph_t raw = nullptr;
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream, &raw));
-  Graph graph(raw);
-  BATON_CUDA_RETURN_IF_ERROR(enqueued);
-  BATON_ASSIGN_OR_RETURN(GraphExec exec, InstantiateGraph(graph.get(), flags));
-  BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec.get(), stream));
-  return exec;
+absl::StatusOr<DeviceGraph> Capture(cudaStream_t stream, const char* name, Enqueue enqueue) {
+  CertifyOptions options;
+  options.name = name;
+  return CaptureDeviceGraph(
+      stream,
+      [&](cudaStream_t s) -> absl::Status {
+        BATON_CUDA_RETURN_IF_ERROR(enqueue(s));
+        return absl::OkStatus();
+      },
+      options);
 }
 
 // Host-driven decision: copy the counter back, wait for it, decide.
@@ -92,17 +95,17 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
 
   // Graphs: the step alone (host-launched modes and the separate scheduler's
   // target), the separate scheduler, and the step with the scheduler fused in.
-  BATON_ASSIGN_OR_RETURN(GraphExec step, Capture(stream, cudaGraphInstantiateFlagDeviceLaunch, [&] {
-                           return EnqueueStepKernels(loop.state.data(), kernels, stream);
+  BATON_ASSIGN_OR_RETURN(DeviceGraph step, Capture(stream, "step", [&](cudaStream_t s) {
+                           return EnqueueStepKernels(loop.state.data(), kernels, s);
                          }));
-  BATON_ASSIGN_OR_RETURN(GraphExec separate,
-                         Capture(stream, cudaGraphInstantiateFlagDeviceLaunch, [&] {
-                           return EnqueueSeparateScheduler(step.get(), loop.state.data(), stream);
+  BATON_ASSIGN_OR_RETURN(DeviceGraph separate,
+                         Capture(stream, "separate scheduler", [&](cudaStream_t s) {
+                           return EnqueueSeparateScheduler(step.handle(), loop.state.data(), s);
                          }));
   BATON_ASSIGN_OR_RETURN(
-      GraphExec fused, Capture(stream, cudaGraphInstantiateFlagDeviceLaunch, [&] {
-        const cudaError_t error = EnqueueStepKernels(loop.state.data(), kernels, stream);
-        return error != cudaSuccess ? error : EnqueueFusedScheduler(loop.state.data(), stream);
+      DeviceGraph fused, Capture(stream, "step with fused scheduler", [&](cudaStream_t s) {
+        const cudaError_t error = EnqueueStepKernels(loop.state.data(), kernels, s);
+        return error != cudaSuccess ? error : EnqueueFusedScheduler(loop.state.data(), s);
       }));
 
   struct Mode {
@@ -159,7 +162,7 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
       {"host graph + sync",
        [&]() -> absl::Status {
          for (;;) {
-           BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.get(), stream));
+           BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.handle(), stream));
            BATON_ASSIGN_OR_RETURN(const bool done, HostSeesDone(loop, steps));
            if (done) return absl::OkStatus();
          }
@@ -167,20 +170,20 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
       {"host graph pipelined, no decision",
        [&]() -> absl::Status {
          for (int s = 0; s < steps; ++s) {
-           BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.get(), stream));
+           BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(step.handle(), stream));
          }
          return absl::OkStatus();
        }},
       {"device: scheduler graph + step graph",
        [&]() -> absl::Status {
-         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(separate.get(), stream));
+         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(separate.handle(), stream));
          return absl::OkStatus();
        }},
       {"device: scheduler fused into step graph",
        [&]() -> absl::Status {
          // The first step is unconditional (steps >= 1); each step's scheduler
          // node decides whether its graph runs again.
-         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(fused.get(), stream));
+         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(fused.handle(), stream));
          return absl::OkStatus();
        }},
       engine_mode("Baton tail-launch engine", Engine::kTailLaunch),
