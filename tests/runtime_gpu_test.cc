@@ -222,6 +222,10 @@ TEST_P(RuntimeTest, MisuseGetsAClearStatus) {
             absl::StatusCode::kInvalidArgument);
   BATON_ASSERT_OK(runtime->Stop().status());
   EXPECT_EQ(runtime->Stop().status().code(), absl::StatusCode::kFailedPrecondition);
+  const WorkItem late = WorkItem::make(1, 99, 1);
+  status = runtime->Submit(absl::MakeConstSpan(&late, 1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("Submit after Stop"), absl::string_view::npos) << status;
 }
 
 // A step program whose graph holds something a device-launched graph may not

@@ -180,6 +180,11 @@ class Runtime::Impl {
 
   absl::Status Submit(absl::Span<const WorkItem> items) {
     if (state_ == State::kFailed) return failure_;
+    if (state_ == State::kStopped) {
+      return absl::FailedPreconditionError(
+          "Submit after Stop/Abort: the runtime is stopped; Start it again first (items still "
+          "queued resume then)");
+    }
     size_t accepted = 0;
     const absl::Status seeded = queue_.Seed(items, &accepted);
     submitted_ += accepted;

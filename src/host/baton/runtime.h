@@ -91,8 +91,9 @@ class Runtime {
   // running, when no program is registered, or after a device failure.
   [[nodiscard]] absl::Status Start(Engine engine);
 
-  // Seeds the queue (before or after Start). ResourceExhausted when the queue
-  // is full, saying how many were accepted (a prefix); nothing is dropped.
+  // Seeds the queue (before the first Start or while running). ResourceExhausted
+  // when the queue is full, saying how many were accepted (a prefix); nothing
+  // is dropped. FailedPrecondition after Stop/Abort until the next Start.
   [[nodiscard]] absl::Status Submit(absl::Span<const WorkItem> items);
 
   // Copies up to out.size() completions into `out` and returns how many;
