@@ -28,6 +28,36 @@ __global__ void fused_scheduler(LoopState* state) {
   (void)tail_launch(cudaGetCurrentGraphExec(), &state->error_word);
 }
 
+__global__ void tiny_step_kernel_pdl(LoopState* state, int kernel, int last) {
+  // Let the next node start launching now; it waits for our results itself.
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
+  if (threadIdx.x != 0) return;
+  state->values[kernel] = NextValue(state->values[kernel], kernel);
+  if (last) state->steps_done += 1;
+}
+
+__global__ void fused_scheduler_pdl(LoopState* state) {
+  cudaGridDependencySynchronize();
+  if (state->steps_done >= state->target) return;
+  (void)tail_launch(cudaGetCurrentGraphExec(), &state->error_word);
+}
+
+template <typename... Args>
+cudaError_t LaunchWithPdl(void (*kernel)(Args...), unsigned threads, cudaStream_t stream,
+                          Args... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 __global__ void persistent_loop(LoopState* state, int kernels) {
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
@@ -71,6 +101,15 @@ cudaError_t EnqueueSeparateScheduler(cudaGraphExec_t step, LoopState* state, cud
 cudaError_t EnqueueFusedScheduler(LoopState* state, cudaStream_t stream) {
   fused_scheduler<<<1, 1, 0, stream>>>(state);
   return cudaGetLastError();
+}
+
+cudaError_t EnqueueFusedStepWithPdl(LoopState* state, int kernels, cudaStream_t stream) {
+  for (int k = 0; k < kernels; ++k) {
+    const cudaError_t error =
+        LaunchWithPdl(tiny_step_kernel_pdl, 32, stream, state, k, k == kernels - 1 ? 1 : 0);
+    if (error != cudaSuccess) return error;
+  }
+  return LaunchWithPdl(fused_scheduler_pdl, 1, stream, state);
 }
 
 cudaError_t LaunchPersistentLoop(LoopState* state, int kernels, int blocks, cudaStream_t stream) {

@@ -44,6 +44,13 @@ struct LoopState {
 // tail-launch the graph it runs in (one device launch per step).
 [[nodiscard]] cudaError_t EnqueueFusedScheduler(LoopState* state, cudaStream_t stream);
 
+// The fused shape with programmatic dependent launch (Hopper): every kernel
+// of the step, and the scheduler after them, is captured with programmatic
+// stream serialization, so each may start launching while its predecessor
+// runs and waits (griddepcontrol.wait) only before touching its results.
+[[nodiscard]] cudaError_t EnqueueFusedStepWithPdl(LoopState* state, int kernels,
+                                                  cudaStream_t stream);
+
 // Persistent-kernel floor: one cooperative grid of `blocks` blocks runs every
 // step itself, `kernels` grid-wide barriers per step, until steps_done reaches
 // target.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -108,11 +109,23 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
         return error != cudaSuccess ? error : EnqueueFusedScheduler(loop.state.data(), s);
       }));
 
+  // Experimental: programmatic dependent launch inside a device-launched
+  // graph. CUDA may refuse it at certification or instantiation; then the row
+  // says why instead of timing it.
+  absl::StatusOr<DeviceGraph> fused_pdl = Capture(
+      stream, "step with fused scheduler, PDL",
+      [&](cudaStream_t s) { return EnqueueFusedStepWithPdl(loop.state.data(), kernels, s); });
+  if (!fused_pdl.ok()) {
+    report.SetParam(absl::StrCat("K=", kernels, " fused+PDL unavailable"),
+                    std::string(fused_pdl.status().message()));
+  }
+
   struct Mode {
     std::string name;
     std::function<absl::Status()> body;
     std::function<absl::Status()> setup;  // default: reset the loop state
     cudaStream_t stream = nullptr;        // default: the loop's stream
+    bool unavailable = false;             // reported as n/a, not timed
   };
 
   // The Baton engines drive the same kernels as a step program: one item that
@@ -217,6 +230,12 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
          BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(fused.handle(), stream));
          return absl::OkStatus();
        }},
+      {"device: fused + programmatic launch (PDL)",
+       [&]() -> absl::Status {
+         BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(fused_pdl->handle(), stream));
+         return absl::OkStatus();
+       },
+       nullptr, nullptr, !fused_pdl.ok()},
       engine_mode("Baton tail-launch engine", Engine::kTailLaunch),
       engine_mode("Baton conditional engine", Engine::kConditional),
       {"dynamic parallelism",
@@ -235,6 +254,12 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
 
   std::vector<TimingSummary> timings;
   for (const Mode& mode : modes) {
+    if (mode.unavailable) {
+      TimingSummary none;
+      none.median_ms = none.min_ms = none.max_ms = std::numeric_limits<double>::quiet_NaN();
+      timings.push_back(none);
+      continue;
+    }
     BATON_ASSIGN_OR_RETURN(
         TimingSummary timing,
         TimeWithEvents(mode.stream != nullptr ? mode.stream : stream, /*warmup=*/2, repeats,
