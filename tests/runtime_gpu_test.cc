@@ -36,16 +36,26 @@ class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterfac
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 
+  // The countdown program; with `two_kernels`, as two kernels launched with
+  // programmatic dependent launch that pass a value through scratch memory.
   absl::StatusOr<std::unique_ptr<Runtime>> MakeRuntime(RuntimeOptions options,
-                                                       std::vector<std::uint32_t> buckets = {}) {
+                                                       std::vector<std::uint32_t> buckets = {},
+                                                       bool two_kernels = false) {
     BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
     StepProgram program;
     program.name = "countdown";
     program.buckets = buckets.empty() ? PowerOfTwoBuckets(options.max_batch) : buckets;
+    BATON_ASSIGN_OR_RETURN(scratch_, DeviceBuffer<std::uint32_t>::Create(options.max_batch));
+    BATON_RETURN_IF_ERROR(scratch_.Fill(0xFF));
     std::uint32_t* runs = runs_.data();
-    program.enqueue = [runs](const StepContext& context, cudaStream_t stream) -> absl::Status {
+    std::uint32_t* scratch = scratch_.data();
+    program.enqueue = [runs, scratch, two_kernels](const StepContext& context,
+                                                   cudaStream_t stream) -> absl::Status {
       BATON_CUDA_RETURN_IF_ERROR(
-          test::EnqueueCountdownStep(context.args, context.bucket_size, runs, stream));
+          two_kernels
+              ? test::EnqueueTwoKernelCountdownStep(context.args, context.bucket_size, runs,
+                                                    scratch, stream)
+              : test::EnqueueCountdownStep(context.args, context.bucket_size, runs, stream));
       return absl::OkStatus();
     };
     BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(std::move(program)));
@@ -94,6 +104,7 @@ class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterfac
 
   std::mt19937 rng_;
   DeviceBuffer<std::uint32_t> runs_;
+  DeviceBuffer<std::uint32_t> scratch_;
   std::map<std::uint32_t, std::uint32_t> needed_;
   std::map<std::uint32_t, int> seen_;
 };
@@ -136,6 +147,20 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
   EXPECT_GT(stats.steps, 40u);
   EXPECT_GE(stats.engine_exits, 1u);
   if (GetParam() == Engine::kTailLaunch) EXPECT_GT(stats.device_launches, 0u);
+}
+
+// Step kernels launched with programmatic dependent launch may start before
+// the node they follow has finished; with wait_for_previous_nodes() they still
+// see its results, so every item finishes at exactly its step.
+TEST_P(RuntimeTest, ProgrammaticLaunchedStepKernelsSeeEachOthersResults) {
+  RuntimeOptions options;
+  options.max_batch = 64;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, {}, /*two_kernels=*/true));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 500, 25)));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  PollUntil(*runtime, 500);
+  BATON_ASSERT_OK(runtime->Stop().status());
+  ExpectRunCounts();
 }
 
 // More buckets than a warp has lanes: the scheduler chooses by binary search

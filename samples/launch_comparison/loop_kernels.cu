@@ -1,12 +1,16 @@
 #include <cooperative_groups.h>
 
 #include "baton/device_launch.cuh"
+#include "baton/step_launch.cuh"
 #include "launch_comparison/step_kernels.cuh"
 
 namespace baton::samples {
 namespace {
 
 __global__ void engine_step_kernel(LoopState* state, int kernel, int last, StepArgs args) {
+  // Launched with launch_step_kernel (programmatic dependent launch).
+  allow_next_node();
+  wait_for_previous_nodes();
   if (threadIdx.x != 0) return;
   state->values[kernel] = NextValue(state->values[kernel], kernel);
   if (!last) return;
@@ -30,32 +34,17 @@ __global__ void fused_scheduler(LoopState* state) {
 
 __global__ void tiny_step_kernel_pdl(LoopState* state, int kernel, int last) {
   // Let the next node start launching now; it waits for our results itself.
-  cudaTriggerProgrammaticLaunchCompletion();
-  cudaGridDependencySynchronize();
+  allow_next_node();
+  wait_for_previous_nodes();
   if (threadIdx.x != 0) return;
   state->values[kernel] = NextValue(state->values[kernel], kernel);
   if (last) state->steps_done += 1;
 }
 
 __global__ void fused_scheduler_pdl(LoopState* state) {
-  cudaGridDependencySynchronize();
+  wait_for_previous_nodes();
   if (state->steps_done >= state->target) return;
   (void)tail_launch(cudaGetCurrentGraphExec(), &state->error_word);
-}
-
-template <typename... Args>
-cudaError_t LaunchWithPdl(void (*kernel)(Args...), unsigned threads, cudaStream_t stream,
-                          Args... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(threads);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
 __global__ void persistent_loop(LoopState* state, int kernels) {
@@ -88,9 +77,11 @@ cudaError_t EnqueueStepKernels(LoopState* state, int kernels, cudaStream_t strea
 cudaError_t EnqueueEngineStepKernels(LoopState* state, int kernels, const StepArgs& args,
                                      cudaStream_t stream) {
   for (int k = 0; k < kernels; ++k) {
-    engine_step_kernel<<<1, 32, 0, stream>>>(state, k, k == kernels - 1, args);
+    const cudaError_t error = launch_step_kernel(engine_step_kernel, dim3(1), dim3(32), 0, stream,
+                                                 state, k, k == kernels - 1 ? 1 : 0, args);
+    if (error != cudaSuccess) return error;
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 cudaError_t EnqueueSeparateScheduler(cudaGraphExec_t step, LoopState* state, cudaStream_t stream) {
@@ -105,11 +96,11 @@ cudaError_t EnqueueFusedScheduler(LoopState* state, cudaStream_t stream) {
 
 cudaError_t EnqueueFusedStepWithPdl(LoopState* state, int kernels, cudaStream_t stream) {
   for (int k = 0; k < kernels; ++k) {
-    const cudaError_t error =
-        LaunchWithPdl(tiny_step_kernel_pdl, 32, stream, state, k, k == kernels - 1 ? 1 : 0);
+    const cudaError_t error = launch_step_kernel(tiny_step_kernel_pdl, dim3(1), dim3(32), 0, stream,
+                                                 state, k, k == kernels - 1 ? 1 : 0);
     if (error != cudaSuccess) return error;
   }
-  return LaunchWithPdl(fused_scheduler_pdl, 1, stream, state);
+  return launch_step_kernel(fused_scheduler_pdl, dim3(1), dim3(1), 0, stream, state);
 }
 
 cudaError_t LaunchPersistentLoop(LoopState* state, int kernels, int blocks, cudaStream_t stream) {

@@ -31,7 +31,9 @@ struct LoopState {
 [[nodiscard]] cudaError_t EnqueueStepKernels(LoopState* state, int kernels, cudaStream_t stream);
 
 // The same step as a Baton step program: the last kernel also finishes the
-// runtime's item (batch 1) once steps_done reaches the item's payload.
+// runtime's item (batch 1) once steps_done reaches the item's payload. Its
+// kernels are launched with baton::launch_step_kernel (programmatic
+// dependent launch), as a step program should.
 [[nodiscard]] cudaError_t EnqueueEngineStepKernels(LoopState* state, int kernels,
                                                    const StepArgs& args, cudaStream_t stream);
 

