@@ -163,6 +163,20 @@ TEST_P(RuntimeTest, ProgrammaticLaunchedStepKernelsSeeEachOthersResults) {
   ExpectRunCounts();
 }
 
+// A single bucket: the conditional engine then runs without a SWITCH level
+// ([scheduler] -> WHILE { step; scheduler }); results must not change.
+TEST_P(RuntimeTest, SingleBucketProgramRunsEveryItemExactly) {
+  RuntimeOptions options;
+  options.max_batch = 16;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, {16}));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 300, 30)));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  PollUntil(*runtime, 300);
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
+  EXPECT_EQ(report.still_queued, 0u);
+  ExpectRunCounts();
+}
+
 // More buckets than a warp has lanes: the scheduler chooses by binary search
 // instead of one ballot; every batch size 1..40 has its own bucket.
 TEST_P(RuntimeTest, ManyBucketsChooseCorrectly) {

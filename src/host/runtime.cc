@@ -345,29 +345,51 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(
         ConditionalGraphBuilder builder,
         ConditionalGraphBuilder::Create(absl::StrCat(program_.name, " (conditional engine)")));
-    BATON_ASSIGN_OR_RETURN(const cudaGraphConditionalHandle while_handle,
-                           builder.root().CreateHandle(/*default_value=*/1));
-    cudaGraphConditionalHandle switch_handle = 0;
-    std::vector<SectionFiller> bodies;
-    for (std::uint32_t size : program_.buckets) {
-      bodies.push_back([this, size](GraphSection& body) {
-        const StepContext context{size, args()};
-        return body.Capture([&](cudaStream_t stream) { return program_.enqueue(context, stream); });
-      });
-    }
-    BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
-      BATON_ASSIGN_OR_RETURN(switch_handle, loop.CreateHandle(detail::kNoBucket));
-      BATON_RETURN_IF_ERROR(loop.Capture([&](cudaStream_t stream) {
+    auto scheduler = [&](GraphSection& section) {
+      return section.Capture([&](cudaStream_t stream) {
         return detail::CaptureSchedulerNode(engine, params, stream);
+      });
+    };
+    cudaGraphConditionalHandle while_handle = 0;
+    cudaGraphConditionalHandle switch_handle = 0;
+    const bool single_bucket = program_.buckets.size() == 1;
+    if (single_bucket) {
+      // One bucket needs no SWITCH (a conditional level costs several us per
+      // step): decide once before the loop, then each iteration runs the step
+      // and decides the next one, so a stop never runs a stale step.
+      //   [scheduler] -> WHILE(continue) { step; scheduler }
+      BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/0));
+      BATON_RETURN_IF_ERROR(scheduler(builder.root()));
+      const StepContext context{program_.buckets[0], args()};
+      BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
+        BATON_RETURN_IF_ERROR(
+            loop.Capture([&](cudaStream_t stream) { return program_.enqueue(context, stream); }));
+        return scheduler(loop);
       }));
-      return loop.Switch(switch_handle, bodies);
-    }));
+    } else {
+      //   WHILE(continue) { scheduler; SWITCH(bucket) { bucket bodies } }
+      std::vector<SectionFiller> bodies;
+      for (std::uint32_t size : program_.buckets) {
+        bodies.push_back([this, size](GraphSection& body) {
+          const StepContext context{size, args()};
+          return body.Capture(
+              [&](cudaStream_t stream) { return program_.enqueue(context, stream); });
+        });
+      }
+      BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/1));
+      BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
+        BATON_ASSIGN_OR_RETURN(switch_handle, loop.CreateHandle(detail::kNoBucket));
+        BATON_RETURN_IF_ERROR(scheduler(loop));
+        return loop.Switch(switch_handle, bodies);
+      }));
+    }
     BATON_ASSIGN_OR_RETURN(ConditionalGraph graph, builder.Build(capture.get()));
     detail::SchedulerParams written = BaseParams();
     written.buckets =
         DeviceBucketTable{conditional_sizes_.data(), static_cast<std::uint32_t>(entries.size())};
     written.while_handle = while_handle;
     written.switch_handle = switch_handle;
+    written.has_switch = single_bucket ? 0 : 1;
     BATON_RETURN_IF_ERROR(WriteParams(engine, written));
     conditional_.emplace(std::move(graph));
     return absl::OkStatus();

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kSchedulerThreads)
   const Decision decision = decide(p);
   if (lane_id() != 0) return;
   const bool run = decision.exit == EngineExit::kRunning;
-  set_switch_index(p.switch_handle, run ? decision.bucket : kNoBucket);
+  if (p.has_switch != 0) set_switch_index(p.switch_handle, run ? decision.bucket : kNoBucket);
   set_condition(p.while_handle, run);
   if (!run) report_exit(p, decision.exit);
 }

@@ -64,6 +64,7 @@ struct SchedulerParams {
   // Conditional engine only: the WHILE and SWITCH handles the scheduler sets.
   cudaGraphConditionalHandle while_handle = 0;
   cudaGraphConditionalHandle switch_handle = 0;
+  std::uint32_t has_switch = 0;  // 0: a single-bucket program, no SWITCH node
 };
 
 }  // namespace baton::detail
