@@ -59,7 +59,8 @@ def main(prefix):
     device = launch["device"]["name"]
     date = launch["date"][:10]
     table, cells = launch_table(launch)
-    tail3, fused3 = cells[("Baton tail-launch engine", 3)][0], cells[("device: scheduler fused into step graph", 3)][0]
+    tail3 = cells[("Baton tail-launch engine", 3)][0]
+    pdl3 = cells[("device: fused + programmatic launch (PDL)", 3)][0]
     cond3 = cells[("Baton conditional engine", 3)][0]
     speedup3 = cells[("Baton tail-launch engine", 3)][1]
     qp = queue["params"]
@@ -77,18 +78,19 @@ the same run. Raw data: [`results/`](results/) (this section is generated from i
 
 A step is K tiny kernels; whether to run another step is decided from device data after every step. The Baton
 rows go through the public `Runtime` API (queue, scheduler, completion mailbox): the engine stays started and
-each timed run submits one item that asks for {launch['params']['steps']} steps.
+each timed run submits one item that asks for {launch['params']['steps']} steps; its step program has one bucket.
 
 {table}
 
 Both engines beat the host-driven loop at every K ({speedup3:.1f}× at K = 3 for the tail-launch engine). The
-tail-launch engine costs {tail3 - fused3:.1f} µs per step more than the raw fused shape it is built on
-(K = 3: {tail3:.1f} vs {fused3:.1f} µs); the conditional engine ({cond3:.1f} µs) pays for its SWITCH node. The
-issue targets (K = 3: tail-launch ≤ 6 µs, conditional ≤ 5 µs) are **not met yet**: even the raw fused shape
-needs {fused3:.1f} µs at K = 3 here, about what pipelined host graphs that decide nothing need, so the remaining
-cost is per-node graph latency. Programmatic dependent launch works inside device-launched graphs and cuts that
-latency (the PDL row); the scheduler node already uses it, and step kernels launched the same way are the next
-step.
+engines' step kernels are launched with `baton::launch_step_kernel` (programmatic dependent launch), which
+works inside device-launched graphs and conditional bodies and cuts the per-node latency (compare the two raw
+fused rows); from K = 10 up the engines beat even pipelined host graphs that decide nothing. This program has
+one bucket, so the conditional engine runs `[scheduler] → WHILE {{ step; scheduler }}`; with several buckets it
+adds a SWITCH level, which costs about 5.7 µs per step on this GPU. The tail-launch engine costs
+{tail3 - pdl3:.1f} µs per step more than the raw fused PDL shape it is built on (K = 3: {tail3:.1f} vs
+{pdl3:.1f} µs). The issue targets (K = 3: tail-launch ≤ 6 µs, conditional ≤ 5 µs) are **not met yet**
+(tail-launch {tail3:.1f} µs, conditional {cond3:.1f} µs).
 
 ### Work queue (`queue_contention`)
 
