@@ -1,0 +1,115 @@
+// The decode-step kernels of the small decoder-only transformer (issue 6):
+// one new token for each of a batch of sequences. Storage is the config's
+// fp16/bf16, accumulation fp32; the residual stream stays fp32 between layers.
+// No Abseil (plain cudaError_t launchers), so step programs in .cu and .cc
+// files and the dynamic-parallelism fallback can all use them.
+//
+// Batch layout (as baton/step_args.h gives it): activations are indexed by
+// the batch *position* p in [0, capacity); per-sequence state (KV cache,
+// positions) by the sequence's stable *slot*. Every kernel covers `capacity`
+// positions (the bucket size, fixed at capture) and reads the live count
+// *active at run time, so a captured graph serves any batch up to capacity.
+// Positions >= *active are never written.
+//
+// Every launcher returns cudaErrorInvalidValue for shapes it cannot run
+// (ValidateDecoderConfig on the host names the reason) and otherwise the
+// launch's cudaGetLastError(); capacity 0 launches nothing.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "baton/decoder_config.h"
+
+namespace baton {
+
+struct DecodeBatch {
+  const std::uint32_t* active = nullptr;    // device: live positions (e.g. &StepHeader::batch)
+  std::uint32_t capacity = 0;               // positions the launch covers
+  const std::uint32_t* slots = nullptr;     // device [capacity]: slot of the sequence at p
+  const std::int32_t* positions = nullptr;  // device [max_slots], by slot: this token's index in
+                                            // its sequence (= tokens already in its KV cache)
+  std::uint32_t max_slots = 0;              // slots >= max_slots are skipped (never indexed)
+};
+
+// KV cache of one layer, [max_slots, heads, max_context, head_dim] for keys
+// and values alike, in the config's dtype.
+struct KvCacheLayer {
+  void* keys = nullptr;
+  void* values = nullptr;
+};
+
+// hidden[p] = embedding[tokens[p]] (fp32). A token outside [0, vocab) gives a
+// zero row instead of reading out of bounds (the host validates prompts).
+[[nodiscard]] cudaError_t EnqueueEmbedding(const DecoderConfig& config, const void* embedding,
+                                           const std::int32_t* tokens, DecodeBatch batch,
+                                           float* hidden, cudaStream_t stream);
+
+// out[p] = hidden[p] / sqrt(mean(hidden[p]^2) + eps) * weight, rounded to the
+// dtype (the input of the next GEMM).
+[[nodiscard]] cudaError_t EnqueueRmsNorm(const DecoderConfig& config, const float* hidden,
+                                         const void* weight, DecodeBatch batch, void* out,
+                                         cudaStream_t stream);
+
+// hidden[p] += delta[p] (delta [capacity, d_model] in the dtype): the
+// residual connection after the attention output and FFN down projections.
+[[nodiscard]] cudaError_t EnqueueResidualAdd(const DecoderConfig& config, float* hidden,
+                                             const void* delta, DecodeBatch batch,
+                                             cudaStream_t stream);
+
+// RoPE on q and k of qkv[p] = q | k | v (each heads * head_dim) at the
+// sequence's position pos = positions[slot]: pairs (2i, 2i+1) of each head
+// rotate by pos * rope_theta^(-2i / head_dim). q is rotated in place; the
+// rotated k and v are appended to the cache at [slot][head][pos]. A position
+// outside [0, max_context) writes nothing (attention then outputs zeros).
+[[nodiscard]] cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, void* qkv,
+                                              KvCacheLayer cache, DecodeBatch batch,
+                                              cudaStream_t stream);
+
+// out[p][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
+// cache entries [0, pos] (its context, this token included), for the q in
+// qkv[p]. One block per (position, head); the softmax subtracts the row max.
+[[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
+                                                 KvCacheLayer cache, DecodeBatch batch, void* out,
+                                                 cudaStream_t stream);
+
+// out[p][i] = silu(gate_up[p][i]) * gate_up[p][ffn + i]; silu(g) = g / (1 + e^-g).
+[[nodiscard]] cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up,
+                                         DecodeBatch batch, void* out, cudaStream_t stream);
+
+// tokens[p] = argmax_i logits[p][i] (logits [capacity, vocab]). Ties go to the
+// lowest index; NaN counts as -inf (so a row of NaNs yields token 0).
+[[nodiscard]] cudaError_t EnqueueArgmax(const DecoderConfig& config, const void* logits,
+                                        DecodeBatch batch, std::int32_t* tokens,
+                                        cudaStream_t stream);
+
+// Seeded sampling with the Gumbel-max trick: tokens[p] = argmax_i
+// (logits[p][i] / temperature + g_i), g_i = -log(-log(u_i)), which draws from
+// softmax(logits / temperature). u_i comes from curand's stateless Philox
+// 4x32-10: curand_init(seed, subsequence = sequence_ids[p], offset = step *
+// vocab + i) then one curand() call, whose 32 bits b give u = ((b >> 9) +
+// 0.5) * 2^-23 (exact in fp32, strictly inside (0, 1)). So a token depends only on (seed,
+// sequence id, the sequence's step, logits): not on batch position, bucket or
+// engine, and steps of one sequence never reuse a counter. temperature <= 0
+// means greedy (EnqueueArgmax's rule, ties included).
+struct SamplingParams {
+  float temperature = 1.0f;
+  unsigned long long seed = 0;
+};
+[[nodiscard]] cudaError_t EnqueueSample(const DecoderConfig& config, const void* logits,
+                                        DecodeBatch batch, SamplingParams params,
+                                        const std::uint64_t* sequence_ids,
+                                        const std::uint32_t* sequence_steps, std::int32_t* tokens,
+                                        cudaStream_t stream);
+
+// The runtime's own GEMV for the dynamic-parallelism fallback (graph paths use
+// cuBLASLt): y[p] = W · x[p], W [out_features, in_features] row-major, x
+// [capacity, in_features], y [capacity, out_features], all in `dtype`, fp32
+// accumulation. in_features must be a multiple of 8 and W, x 16-byte aligned
+// (cudaErrorInvalidValue otherwise).
+[[nodiscard]] cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features,
+                                      int in_features, const void* x, DecodeBatch batch, void* y,
+                                      cudaStream_t stream);
+
+}  // namespace baton

@@ -1,0 +1,63 @@
+#include "baton/decoder_config_check.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton {
+namespace {
+
+absl::Status Invalid(const char* field, double value, const std::string& fix) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("decoder config: ", field, " = ", value, " ", fix));
+}
+
+}  // namespace
+
+absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
+  struct Positive {
+    const char* name;
+    int value;
+  };
+  for (const Positive& field :
+       {Positive{"layers", config.layers}, Positive{"d_model", config.d_model},
+        Positive{"heads", config.heads}, Positive{"head_dim", config.head_dim},
+        Positive{"ffn", config.ffn}, Positive{"vocab", config.vocab},
+        Positive{"max_context", config.max_context}}) {
+    if (field.value < 1) return Invalid(field.name, field.value, "must be >= 1");
+  }
+  if (config.dtype != DecoderDType::kFloat16 && config.dtype != DecoderDType::kBFloat16) {
+    return Invalid("dtype", static_cast<double>(config.dtype),
+                   "is not a DecoderDType; use kFloat16 or kBFloat16");
+  }
+  // RoPE rotates pairs of a head's elements.
+  if (config.head_dim % 2 != 0 || config.head_dim > kDecoderMaxHeadDim) {
+    return Invalid("head_dim", config.head_dim,
+                   absl::StrCat("must be even and <= ", kDecoderMaxHeadDim,
+                                " (RoPE rotates pairs; one attention block holds a head's row)"));
+  }
+  // GEMM rows (cuBLASLt plans and the runtime's GEMV) load 16 bytes at a time.
+  for (const Positive& field :
+       {Positive{"d_model", config.d_model}, Positive{"ffn", config.ffn},
+        Positive{"vocab", config.vocab}, Positive{"heads * head_dim", config.attention_width()}}) {
+    if (field.value % kDecoderRowAlignment != 0) {
+      return Invalid(field.name, field.value,
+                     absl::StrCat("must be a multiple of ", kDecoderRowAlignment,
+                                  " so every GEMM row is 16-byte aligned; pad it"));
+    }
+  }
+  if (config.max_context > kDecoderMaxContext) {
+    return Invalid("max_context", config.max_context,
+                   absl::StrCat("exceeds ", kDecoderMaxContext,
+                                " (one head's attention scores live in shared memory); lower it"));
+  }
+  if (!(config.rms_epsilon > 0.0f) || !std::isfinite(config.rms_epsilon)) {
+    return Invalid("rms_epsilon", config.rms_epsilon, "must be a finite value > 0");
+  }
+  if (!(config.rope_theta > 1.0f) || !std::isfinite(config.rope_theta)) {
+    return Invalid("rope_theta", config.rope_theta, "must be a finite value > 1 (e.g. 10000)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton

@@ -1,0 +1,193 @@
+// CPU-only pieces of the decode-step kernels: config validation, the
+// deterministic weights, the host references' own invariants, and launcher
+// refusals that happen before any device call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "baton/decode_kernels.h"
+#include "baton/decoder_config_check.h"
+#include "baton/decoder_weights.h"
+#include "baton/half_bits.h"
+#include "support/decode_reference.h"
+#include "support/gpu_test.h"
+
+namespace baton {
+namespace {
+
+TEST(DecoderConfigTest, DefaultAndIssueShapesValidate) {
+  BATON_EXPECT_OK(ValidateDecoderConfig(DecoderConfig{}));
+  DecoderConfig small;  // the issue's "small model": 4 layers, d_model 1024
+  small.layers = 4;
+  small.d_model = 1024;
+  small.heads = 16;
+  small.head_dim = 64;
+  small.ffn = 2816;
+  small.vocab = 32000;
+  small.max_context = 2048;
+  small.dtype = DecoderDType::kBFloat16;
+  BATON_EXPECT_OK(ValidateDecoderConfig(small));
+}
+
+// Each bad field is refused with its name, its value and the fix.
+TEST(DecoderConfigTest, RefusalsNameTheFieldAndTheFix) {
+  struct Case {
+    void (*mutate)(DecoderConfig&);
+    const char* field;
+    const char* fix;
+  };
+  const Case cases[] = {
+      {[](DecoderConfig& c) { c.layers = 0; }, "layers = 0", ">= 1"},
+      {[](DecoderConfig& c) { c.heads = -2; }, "heads = -2", ">= 1"},
+      {[](DecoderConfig& c) { c.head_dim = 63; }, "head_dim = 63", "must be even"},
+      {[](DecoderConfig& c) { c.head_dim = 256; }, "head_dim = 256", "<= 128"},
+      {[](DecoderConfig& c) { c.d_model = 260; }, "d_model = 260", "multiple of 8"},
+      {[](DecoderConfig& c) { c.vocab = 1001; }, "vocab = 1001", "pad it"},
+      {[](DecoderConfig& c) { c.ffn = 100; }, "ffn = 100", "multiple of 8"},
+      {[](DecoderConfig& c) { c.max_context = 9000; }, "max_context = 9000", "lower it"},
+      {[](DecoderConfig& c) { c.rms_epsilon = 0.0f; }, "rms_epsilon = 0", "> 0"},
+      {[](DecoderConfig& c) { c.rope_theta = NAN; }, "rope_theta = nan", "> 1"},
+      {[](DecoderConfig& c) { c.dtype = static_cast<DecoderDType>(7); }, "dtype = 7",
+       "kFloat16 or kBFloat16"},
+  };
+  for (const Case& c : cases) {
+    DecoderConfig config;
+    c.mutate(config);
+    const absl::Status status = ValidateDecoderConfig(config);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_TRUE(absl::StrContains(status.message(), c.field)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), c.fix)) << status;
+  }
+}
+
+TEST(DecoderWeightsTest, SameSeedSameBitsOtherSeedOtherBits) {
+  DecoderConfig config;
+  config.layers = 2;
+  config.d_model = 64;
+  config.heads = 2;
+  config.head_dim = 32;
+  config.ffn = 128;
+  config.vocab = 256;
+  BATON_ASSERT_OK_AND_ASSIGN(const DecoderHostWeights a, GenerateDecoderWeights(config, 42));
+  BATON_ASSERT_OK_AND_ASSIGN(const DecoderHostWeights b, GenerateDecoderWeights(config, 42));
+  BATON_ASSERT_OK_AND_ASSIGN(const DecoderHostWeights c, GenerateDecoderWeights(config, 43));
+  EXPECT_EQ(a.embedding, b.embedding);
+  EXPECT_EQ(a.lm_head, b.lm_head);
+  for (int l = 0; l < config.layers; ++l) {
+    EXPECT_EQ(a.layers[l].wqkv, b.layers[l].wqkv);
+    EXPECT_EQ(a.layers[l].w_down, b.layers[l].w_down);
+    EXPECT_NE(a.layers[l].wqkv, c.layers[l].wqkv);
+  }
+  EXPECT_NE(a.embedding, c.embedding);
+  // Layers draw from different counter streams.
+  EXPECT_NE(a.layers[0].wo, a.layers[1].wo);
+  const std::size_t elements =
+      2 * 256 * 64 + 64 + 2 * (64 + 3 * 64 * 64 + 64 * 64 + 64 + 2 * 128 * 64 + 64 * 128);
+  EXPECT_EQ(a.bytes(), elements * 2);
+}
+
+// Linear weights have variance 1/fan_in (activations keep unit scale), norms
+// sit near 1: the scaling the kernels' tolerances assume.
+TEST(DecoderWeightsTest, ScalesKeepActivationsInRange) {
+  DecoderConfig config;
+  config.d_model = 512;
+  config.ffn = 1024;
+  config.dtype = DecoderDType::kBFloat16;
+  BATON_ASSERT_OK_AND_ASSIGN(const DecoderHostWeights w, GenerateDecoderWeights(config, 7));
+  const auto moments = [&](const std::vector<std::uint16_t>& bits, double& mean, double& var) {
+    double sum = 0, sq = 0;
+    for (std::uint16_t b : bits) {
+      const double v = HalfBitsToFloat(b, config.dtype);
+      sum += v;
+      sq += v * v;
+    }
+    mean = sum / bits.size();
+    var = sq / bits.size() - mean * mean;
+  };
+  double mean = 0, var = 0;
+  moments(w.layers[0].wqkv, mean, var);
+  EXPECT_NEAR(mean, 0.0, 0.01 / std::sqrt(512.0));
+  EXPECT_NEAR(var * 512, 1.0, 0.03);
+  moments(w.layers[0].w_down, mean, var);
+  EXPECT_NEAR(var * 1024, 1.0, 0.03);
+  moments(w.embedding, mean, var);
+  EXPECT_NEAR(var, 1.0, 0.03);
+  moments(w.final_norm, mean, var);
+  EXPECT_NEAR(mean, 1.0, 0.01);
+  EXPECT_LT(var, 0.01);
+}
+
+TEST(DecoderWeightsTest, RefusesAnInvalidConfig) {
+  DecoderConfig config;
+  config.head_dim = 3;
+  const auto weights = GenerateDecoderWeights(config, 1);
+  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(weights.status().message(), "head_dim")) << weights.status();
+}
+
+TEST(HalfBitsTest, RoundTripsAndRoundsToNearestEven) {
+  EXPECT_EQ(FloatToHalfBits(1.0f, DecoderDType::kFloat16), 0x3C00);
+  EXPECT_EQ(FloatToHalfBits(1.0f, DecoderDType::kBFloat16), 0x3F80);
+  EXPECT_EQ(FloatToHalfBits(-2.0f, DecoderDType::kFloat16), 0xC000);
+  // 1 + 2^-11 is halfway between fp16 1 and 1 + 2^-10: ties to even (1).
+  EXPECT_EQ(FloatToHalfBits(1.0f + 0x1.0p-11f, DecoderDType::kFloat16), 0x3C00);
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint16_t bits = static_cast<std::uint16_t>(rng() & 0x7BFF);  // finite values
+    EXPECT_EQ(
+        FloatToHalfBits(HalfBitsToFloat(bits, DecoderDType::kFloat16), DecoderDType::kFloat16),
+        bits);
+    const std::uint16_t bf = static_cast<std::uint16_t>(rng() & 0x7F7F);
+    EXPECT_EQ(
+        FloatToHalfBits(HalfBitsToFloat(bf, DecoderDType::kBFloat16), DecoderDType::kBFloat16), bf);
+  }
+}
+
+// Random123's published known-answer vector for Philox4x32-10 (counter 0,
+// key 0): proves the host re-implementation the sampling test compares
+// curand against is Philox, word order included.
+TEST(ReferenceTest, PhiloxMatchesTheKnownAnswerVector) {
+  const std::uint32_t expected[4] = {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u};
+  for (int w = 0; w < 4; ++w) EXPECT_EQ(reference::PhiloxBits(0, 0, w), expected[w]) << w;
+  // Offsets past one block move the counter, subsequences its high half.
+  EXPECT_NE(reference::PhiloxBits(0, 0, 4), expected[0]);
+  EXPECT_NE(reference::PhiloxBits(0, 1, 0), expected[0]);
+}
+
+TEST(ReferenceTest, ArgmaxTiesGoToTheLowestIndexAndNanIsIgnored) {
+  const float a[] = {1.0f, 3.0f, NAN, 3.0f, -1.0f};
+  EXPECT_EQ(reference::Argmax(a, 5), 1);
+  const float b[] = {NAN, NAN};
+  EXPECT_EQ(reference::Argmax(b, 2), 0);
+}
+
+// Launchers refuse shapes they cannot run before touching the device.
+TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
+  DecodeBatch batch;
+  static const std::uint32_t active = 1;
+  batch.active = &active;  // never dereferenced: every call below is refused first
+  batch.capacity = 1;
+  EXPECT_EQ(EnqueueGemv(DecoderDType::kFloat16, nullptr, 8, 12, nullptr, batch, nullptr, nullptr),
+            cudaErrorInvalidValue);  // in_features not a multiple of 8
+  alignas(16) static std::uint16_t w[16];
+  EXPECT_EQ(EnqueueGemv(DecoderDType::kFloat16, w + 1, 1, 8, w, batch, w, nullptr),
+            cudaErrorInvalidValue);  // misaligned weights
+  DecoderConfig odd;
+  odd.head_dim = 7;
+  EXPECT_EQ(EnqueueDecodeAttention(odd, nullptr, {}, batch, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  DecoderConfig config;
+  DecodeBatch no_active;
+  no_active.capacity = 1;
+  EXPECT_EQ(EnqueueRmsNorm(config, nullptr, nullptr, no_active, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  DecodeBatch no_slots = batch;
+  EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, {}, no_slots, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace baton
