@@ -20,6 +20,8 @@ LAUNCH_MODES = [
      "host graph pipelined, no decision", False),
     ("**Baton tail-launch engine** (`Engine::kTailLaunch`)", "Baton tail-launch engine", True),
     ("**Baton conditional engine** (`Engine::kConditional`)", "Baton conditional engine", True),
+    ("**Baton conditional engine**, program with 2 buckets", "Baton conditional engine, 2 buckets",
+     True),
     ("raw: scheduler graph tail-launches step graph, then itself",
      "device: scheduler graph + step graph", True),
     ("raw: scheduler fused into the step graph (the engine's shape, no queue/mailbox)",
@@ -78,7 +80,8 @@ the same run. Raw data: [`results/`](results/) (this section is generated from i
 
 A step is K tiny kernels; whether to run another step is decided from device data after every step. The Baton
 rows go through the public `Runtime` API (queue, scheduler, completion mailbox): the engine stays started and
-each timed run submits one item that asks for {launch['params']['steps']} steps; its step program has one bucket.
+each timed run submits one item that asks for {launch['params']['steps']} steps; its step program has one bucket
+(two for the 2-bucket row).
 
 {table}
 
@@ -87,7 +90,8 @@ engines' step kernels are launched with `baton::launch_step_kernel` (programmati
 works inside device-launched graphs and conditional bodies and cuts the per-node latency (compare the two raw
 fused rows); from K = 10 up the engines beat even pipelined host graphs that decide nothing. This program has
 one bucket, so the conditional engine runs `[scheduler] → WHILE {{ step; scheduler }}`; with several buckets it
-adds a SWITCH level, which costs about 5.7 µs per step on this GPU. The tail-launch engine costs
+runs `WHILE {{ scheduler; SWITCH(bucket) {{ b: [step_b; scheduler; WHILE(same bucket) {{ step_b; scheduler }}] }} }}`,
+so the SWITCH level (about 5.7 µs when entered every step) is paid only when the bucket changes (the 2-bucket row). The tail-launch engine costs
 {tail3 - pdl3:.1f} µs per step more than the raw fused PDL shape it is built on (K = 3: {tail3:.1f} vs
 {pdl3:.1f} µs). The issue targets (K = 3: tail-launch ≤ 6 µs, conditional ≤ 5 µs) are **not met yet**
 (tail-launch {tail3:.1f} µs, conditional {cond3:.1f} µs).

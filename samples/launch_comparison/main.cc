@@ -135,21 +135,30 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
   runtime_options.max_batch = 1;
   runtime_options.mailbox_capacity = 2;
   runtime_options.queue_capacity = 32;
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(runtime_options));
-  StepProgram program;
-  program.name = absl::StrCat("launch_comparison K=", kernels);
-  program.buckets = {1};
-  program.enqueue = [&loop, kernels](const StepContext& context, cudaStream_t s) -> absl::Status {
-    BATON_CUDA_RETURN_IF_ERROR(
-        EnqueueEngineStepKernels(loop.state.data(), kernels, context.args, s));
-    return absl::OkStatus();
+  // The same step with one bucket and with two (the multi-bucket conditional
+  // engine's structure; the batch of 1 always fits the first bucket).
+  auto make_runtime =
+      [&](std::vector<std::uint32_t> buckets) -> absl::StatusOr<std::unique_ptr<Runtime>> {
+    BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(runtime_options));
+    StepProgram program;
+    program.name = absl::StrCat("launch_comparison K=", kernels);
+    program.buckets = std::move(buckets);
+    program.enqueue = [&loop, kernels](const StepContext& context, cudaStream_t s) -> absl::Status {
+      BATON_CUDA_RETURN_IF_ERROR(
+          EnqueueEngineStepKernels(loop.state.data(), kernels, context.args, s));
+      return absl::OkStatus();
+    };
+    BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(std::move(program)));
+    return runtime;
   };
-  BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(std::move(program)));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> one_bucket, make_runtime({1}));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> two_buckets, make_runtime({1, 2}));
   // An engine stays started across its timed runs, the way a server runs it:
   // each run submits one item and the idle engine relaunches on its stream;
   // the item's completion comes back through Poll.
   std::vector<Completion> engine_completions;
   int engine_runs = 0;
+  Runtime* current = nullptr;
   Engine engine_in_use = Engine::kTailLaunch;
   auto check_last_run = [&](const std::string& name) {
     if (engine_runs > 0 && (engine_completions.size() != 1 || engine_completions[0].id != 7 ||
@@ -163,21 +172,25 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
     std::vector<Completion> out(4);
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     for (bool idle = false;;) {
-      BATON_ASSIGN_OR_RETURN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+      BATON_ASSIGN_OR_RETURN(const size_t n, current->Poll(absl::MakeSpan(out)));
       engine_completions.insert(engine_completions.end(), out.begin(), out.begin() + n);
       if (idle) return absl::OkStatus();  // one more Poll after the engine ended
-      const RuntimeStats stats = runtime->stats();
+      const RuntimeStats stats = current->stats();
       idle = stats.engine_exits >= stats.engine_launches;
       if (!idle && absl::Now() > deadline) {
         return absl::DeadlineExceededError("launch_comparison: the engine did not finish its run");
       }
     }
   };
-  auto engine_mode = [&](const char* name, Engine engine) {
-    auto setup = [&, name, engine]() -> absl::Status {
-      if (!runtime->running() || engine_in_use != engine) {
+  auto engine_mode = [&](const char* name, Runtime* runtime, Engine engine) {
+    auto setup = [&, name, runtime, engine]() -> absl::Status {
+      if (current != runtime || engine_in_use != engine || !runtime->running()) {
+        if (current != nullptr && current->running()) {
+          BATON_RETURN_IF_ERROR(current->Stop().status());
+        }
         if (runtime->running()) BATON_RETURN_IF_ERROR(runtime->Stop().status());
         BATON_RETURN_IF_ERROR(runtime->Start(engine));
+        current = runtime;
         engine_in_use = engine;
         engine_runs = 0;
       }
@@ -187,7 +200,7 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
           cudaMemcpy(loop.state.data(), &loop.initial, sizeof(LoopState), cudaMemcpyHostToDevice));
       return absl::OkStatus();
     };
-    auto body = [&]() -> absl::Status {
+    auto body = [&, runtime]() -> absl::Status {
       ++engine_runs;
       const WorkItem item = WorkItem::make(1, 7, static_cast<std::uint64_t>(steps));
       return runtime->Submit(absl::MakeConstSpan(&item, 1));
@@ -236,8 +249,9 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
          return absl::OkStatus();
        },
        nullptr, nullptr, !fused_pdl.ok()},
-      engine_mode("Baton tail-launch engine", Engine::kTailLaunch),
-      engine_mode("Baton conditional engine", Engine::kConditional),
+      engine_mode("Baton tail-launch engine", one_bucket.get(), Engine::kTailLaunch),
+      engine_mode("Baton conditional engine", one_bucket.get(), Engine::kConditional),
+      engine_mode("Baton conditional engine, 2 buckets", two_buckets.get(), Engine::kConditional),
       {"dynamic parallelism",
        [&]() -> absl::Status {
          BATON_CUDA_RETURN_IF_ERROR(

@@ -278,6 +278,8 @@ class Runtime::Impl {
     const std::uint32_t zero = 0;
     BATON_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(&counters_.data()->step_pending, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(&counters_.data()->decision_carried, &zero,
+                                          sizeof(zero), cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
 
@@ -345,51 +347,66 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(
         ConditionalGraphBuilder builder,
         ConditionalGraphBuilder::Create(absl::StrCat(program_.name, " (conditional engine)")));
-    auto scheduler = [&](GraphSection& section) {
+    auto scheduler = [&](GraphSection& section, detail::ConditionalRole role,
+                         std::uint32_t body_bucket) {
       return section.Capture([&](cudaStream_t stream) {
-        return detail::CaptureSchedulerNode(engine, params, stream);
+        return detail::CaptureSchedulerNode(engine, params, stream, role, body_bucket);
       });
+    };
+    auto step = [&](GraphSection& section, std::uint32_t bucket) {
+      const StepContext context{program_.buckets[bucket], args()};
+      return section.Capture(
+          [&](cudaStream_t stream) { return program_.enqueue(context, stream); });
     };
     cudaGraphConditionalHandle while_handle = 0;
     cudaGraphConditionalHandle switch_handle = 0;
-    const bool single_bucket = program_.buckets.size() == 1;
-    if (single_bucket) {
+    const std::uint32_t bucket_count = static_cast<std::uint32_t>(program_.buckets.size());
+    std::vector<cudaGraphConditionalHandle> stay_handles(bucket_count, 0);
+    if (bucket_count == 1) {
       // One bucket needs no SWITCH (a conditional level costs several us per
       // step): decide once before the loop, then each iteration runs the step
       // and decides the next one, so a stop never runs a stale step.
       //   [scheduler] -> WHILE(continue) { step; scheduler }
       BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/0));
-      BATON_RETURN_IF_ERROR(scheduler(builder.root()));
-      const StepContext context{program_.buckets[0], args()};
+      BATON_RETURN_IF_ERROR(scheduler(builder.root(), detail::ConditionalRole::kLoop, 0));
       BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
-        BATON_RETURN_IF_ERROR(
-            loop.Capture([&](cudaStream_t stream) { return program_.enqueue(context, stream); }));
-        return scheduler(loop);
+        BATON_RETURN_IF_ERROR(step(loop, 0));
+        return scheduler(loop, detail::ConditionalRole::kLoop, 0);
       }));
     } else {
-      //   WHILE(continue) { scheduler; SWITCH(bucket) { bucket bodies } }
-      std::vector<SectionFiller> bodies;
-      for (std::uint32_t size : program_.buckets) {
-        bodies.push_back([this, size](GraphSection& body) {
-          const StepContext context{size, args()};
-          return body.Capture(
-              [&](cudaStream_t stream) { return program_.enqueue(context, stream); });
-        });
-      }
+      // Several buckets: the SWITCH is entered only when the bucket changes;
+      // while it stays, each bucket loops in its own inner WHILE.
+      //   WHILE(continue) { outer scheduler; SWITCH(bucket) {
+      //     b: [step_b; inner scheduler; WHILE(stay_b) { step_b; inner scheduler }] } }
       BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/1));
       BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
         BATON_ASSIGN_OR_RETURN(switch_handle, loop.CreateHandle(detail::kNoBucket));
-        BATON_RETURN_IF_ERROR(scheduler(loop));
+        BATON_RETURN_IF_ERROR(scheduler(loop, detail::ConditionalRole::kOuter, 0));
+        std::vector<SectionFiller> bodies;
+        for (std::uint32_t b = 0; b < bucket_count; ++b) {
+          bodies.push_back([&, b](GraphSection& body) -> absl::Status {
+            BATON_ASSIGN_OR_RETURN(stay_handles[b], body.CreateHandle(/*default_value=*/0));
+            BATON_RETURN_IF_ERROR(step(body, b));
+            BATON_RETURN_IF_ERROR(scheduler(body, detail::ConditionalRole::kInner, b));
+            return body.While(stay_handles[b], [&](GraphSection& inner) {
+              BATON_RETURN_IF_ERROR(step(inner, b));
+              return scheduler(inner, detail::ConditionalRole::kInner, b);
+            });
+          });
+        }
         return loop.Switch(switch_handle, bodies);
       }));
     }
+    BATON_ASSIGN_OR_RETURN(stay_handles_,
+                           DeviceBuffer<cudaGraphConditionalHandle>::Create(bucket_count));
+    BATON_RETURN_IF_ERROR(stay_handles_.CopyFrom(stay_handles));
     BATON_ASSIGN_OR_RETURN(ConditionalGraph graph, builder.Build(capture.get()));
     detail::SchedulerParams written = BaseParams();
     written.buckets =
         DeviceBucketTable{conditional_sizes_.data(), static_cast<std::uint32_t>(entries.size())};
     written.while_handle = while_handle;
     written.switch_handle = switch_handle;
-    written.has_switch = single_bucket ? 0 : 1;
+    written.stay_handles = stay_handles_.data();
     BATON_RETURN_IF_ERROR(WriteParams(engine, written));
     conditional_.emplace(std::move(graph));
     return absl::OkStatus();
@@ -545,6 +562,7 @@ class Runtime::Impl {
   MappedHostBuffer<detail::EngineStatus> status_;
   MappedHostBuffer<detail::SchedulerControl> control_staging_;
   DeviceBuffer<DeviceBucketEntry> conditional_sizes_;
+  DeviceBuffer<cudaGraphConditionalHandle> stay_handles_;  // multi-bucket conditional engine
   std::optional<BucketTable> bucket_table_;
   std::optional<DeviceGraph> bootstrap_;
   std::optional<ConditionalGraph> conditional_;

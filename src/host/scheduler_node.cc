@@ -5,8 +5,8 @@
 
 namespace baton::detail {
 
-absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params,
-                                  cudaStream_t stream) {
+absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params, cudaStream_t stream,
+                                  ConditionalRole role, std::uint32_t body_bucket) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusActive) {
@@ -16,7 +16,7 @@ absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params,
   }
   BATON_CUDA_RETURN_IF_ERROR(engine == Engine::kTailLaunch
                                  ? EnqueueTailLaunchScheduler(params, stream)
-                                 : EnqueueConditionalScheduler(params, stream));
+                                 : EnqueueConditionalScheduler(params, role, body_bucket, stream));
   return absl::OkStatus();
 }
 

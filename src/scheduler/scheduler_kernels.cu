@@ -30,14 +30,44 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 }
 
 __global__ void __launch_bounds__(kSchedulerThreads)
-    conditional_scheduler(const SchedulerParams* params) {
+    conditional_scheduler(const SchedulerParams* params, ConditionalRole role,
+                          std::uint32_t body_bucket) {
   wait_for_previous_nodes();
   const SchedulerParams p = *params;
+  SchedulerCounters& counters = *p.counters;
+  if (role == ConditionalRole::kOuter && counters.decision_carried != 0) {
+    // An inner scheduler already decided this step (in another bucket).
+    if (lane_id() == 0) {
+      counters.decision_carried = 0;
+      set_switch_index(p.switch_handle, p.args.header->bucket);
+      set_condition(p.while_handle, true);
+    }
+    return;
+  }
   const Decision decision = decide(p);
   if (lane_id() != 0) return;
   const bool run = decision.exit == EngineExit::kRunning;
-  if (p.has_switch != 0) set_switch_index(p.switch_handle, run ? decision.bucket : kNoBucket);
-  set_condition(p.while_handle, run);
+  switch (role) {
+    case ConditionalRole::kLoop:
+      set_condition(p.while_handle, run);
+      break;
+    case ConditionalRole::kOuter:
+      set_switch_index(p.switch_handle, run ? decision.bucket : kNoBucket);
+      set_condition(p.while_handle, run);
+      break;
+    case ConditionalRole::kInner: {
+      // Stay in this bucket's loop while the batch keeps fitting it; a
+      // different bucket leaves the loop and lets the outer SWITCH pick it.
+      const bool stay = run && decision.bucket == body_bucket;
+      set_condition(p.stay_handles[body_bucket], stay);
+      if (run && !stay) counters.decision_carried = 1;
+      if (!run) {
+        set_switch_index(p.switch_handle, kNoBucket);
+        set_condition(p.while_handle, false);
+      }
+      break;
+    }
+  }
   if (!run) report_exit(p, decision.exit);
 }
 
@@ -48,9 +78,10 @@ cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params, cudaStream
                             params);
 }
 
-cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params, cudaStream_t stream) {
+cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params, ConditionalRole role,
+                                        std::uint32_t body_bucket, cudaStream_t stream) {
   return launch_step_kernel(conditional_scheduler, dim3(1), dim3(kSchedulerThreads), 0, stream,
-                            params);
+                            params, role, body_bucket);
 }
 
 }  // namespace baton::detail

@@ -18,9 +18,12 @@ namespace baton::detail {
 [[nodiscard]] cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params,
                                                      cudaStream_t stream);
 
-// Conditional engine: decide, then set the SWITCH index and the WHILE
-// condition (or clear it and report the exit).
+// Conditional engine: decide, then set the conditional handles its `role`
+// owns (scheduler_params.h), or clear them and report the exit. `body_bucket`
+// is the bucket whose body holds an inner (kInner) node.
 [[nodiscard]] cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params,
+                                                      ConditionalRole role,
+                                                      std::uint32_t body_bucket,
                                                       cudaStream_t stream);
 
 }  // namespace baton::detail

@@ -33,7 +33,18 @@ struct SchedulerCounters {
   unsigned long long exits = 0;            // times the loop ended
   std::uint32_t step_pending = 0;          // a step was launched and not yet retired
   std::uint32_t error_word = 0;            // first device error (device_error_word.h)
+  // Conditional engine with several buckets: an inner scheduler decided a step
+  // in another bucket; the outer scheduler only points the SWITCH at it.
+  std::uint32_t decision_carried = 0;
+  std::uint32_t pad = 0;
 };
+
+// Where a conditional-engine scheduler node sits. With one bucket:
+//   [kLoop] -> WHILE(continue) { step; kLoop }
+// With several, the SWITCH is paid only when the bucket changes:
+//   WHILE(continue) { kOuter; SWITCH(bucket) {
+//     b: [step_b; kInner(b); WHILE(stay_b) { step_b; kInner(b) }] } }
+enum class ConditionalRole : std::uint32_t { kLoop = 0, kOuter = 1, kInner = 2 };
 
 // Device -> host, in MAPPED host memory: written once per exit (plain posted
 // stores, then `exits` with a system-scope release), read by the host without
@@ -64,7 +75,8 @@ struct SchedulerParams {
   // Conditional engine only: the WHILE and SWITCH handles the scheduler sets.
   cudaGraphConditionalHandle while_handle = 0;
   cudaGraphConditionalHandle switch_handle = 0;
-  std::uint32_t has_switch = 0;  // 0: a single-bucket program, no SWITCH node
+  // Multi-bucket conditional engine: each bucket body's inner WHILE handle.
+  const cudaGraphConditionalHandle* stay_handles = nullptr;  // device [buckets.count]
 };
 
 }  // namespace baton::detail
