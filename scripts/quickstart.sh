@@ -5,7 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/bootstrap.sh"
 
-main_sample=launch_comparison
+main_sample=decode_loop
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "baton: built, but no NVIDIA GPU is visible here; $main_sample needs an H100/H200 (sm_90)." >&2
   echo "baton: on a GPU machine run: $build_dir/bin/$main_sample --help" >&2

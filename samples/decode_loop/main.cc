@@ -1,0 +1,418 @@
+// decode_loop: Baton's purpose end to end. A small decoder-only transformer
+// serves a stream of requests with continuous batching on the GPU: requests
+// go into the work queue, the device admits them into free KV-cache slots,
+// runs each step with the bucket graph that fits the batch, retires finished
+// sequences to the completion mailbox and admits new ones in the same step.
+// The same model, requests and kernels are also driven by a host loop (graph
+// launch + per-step sync, like PyTorch/vLLM-style loops); every engine must
+// produce the same tokens.
+//
+// Per scenario (model x batch) it reports, for the host loop and each engine:
+// step time (mean, p50, p99 from the device's step clock), orchestration
+// overhead (step time minus pipelined graph replays of the same step with no
+// per-step decision), tokens/s, and the HBM floor (weight bytes / measured
+// copy bandwidth).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "baton/bucket_table.h"
+#include "baton/cuda_resources.h"
+#include "baton/decoder_model.h"
+#include "baton/device.h"
+#include "baton/runtime.h"
+#include "baton/status.h"
+#include "common/init.h"
+#include "common/report.h"
+#include "common/timing.h"
+#include "decode_loop/host_loop.h"
+
+ABSL_FLAG(std::string, models, "tiny,small",
+          "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
+          "1024)");
+ABSL_FLAG(std::string, batches, "1,32", "comma-separated concurrent sequences (max_batch)");
+ABSL_FLAG(std::string, engines, "host,tail,conditional",
+          "comma-separated drivers: host (host graph launch + sync per step), tail (tail-launch "
+          "engine), conditional (conditional engine)");
+ABSL_FLAG(int, prompt_tokens, 16, "prompt length of every request");
+ABSL_FLAG(int, new_tokens, 128, "tokens generated per request (no stop token)");
+ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (continuous batching)");
+ABSL_FLAG(std::string, gemm, "cublaslt", "projections: cublaslt or gemv (batch-invariant)");
+ABSL_FLAG(std::string, dtype, "fp16", "weights and activations: fp16 or bf16");
+ABSL_FLAG(double, temperature, 0.0, "sampling temperature (0: greedy)");
+ABSL_FLAG(int, repeats, 5, "timed runs per driver after one warm-up (medians reported)");
+ABSL_FLAG(std::uint64_t, seed, 1, "weights, prompts and sampling seed");
+
+namespace baton::samples {
+namespace {
+
+struct Scenario {
+  std::string model;
+  std::uint32_t batch = 0;
+};
+
+absl::StatusOr<DecoderConfig> Preset(const std::string& name, DecoderDType dtype) {
+  DecoderConfig c;
+  c.dtype = dtype;
+  c.max_context = 512;
+  if (name == "tiny") {
+    c.layers = 2;
+    c.d_model = 256;
+    c.heads = 4;
+    c.head_dim = 64;
+    c.ffn = 768;
+    c.vocab = 4096;
+  } else if (name == "small") {
+    c.layers = 4;
+    c.d_model = 1024;
+    c.heads = 16;
+    c.head_dim = 64;
+    c.ffn = 2816;
+    c.vocab = 32000;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--models: unknown preset '", name, "'; use tiny or small"));
+  }
+  return c;
+}
+
+struct RunResult {
+  double seconds = 0;
+  std::uint64_t steps = 0;
+  std::uint64_t tokens = 0;
+  std::vector<double> step_us;  // consecutive step-end differences
+  std::map<std::uint32_t, std::vector<std::int32_t>> tokens_by_entry;
+};
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
+
+// Reads the tokens and step clock of a finished run.
+absl::Status Collect(DecoderModel& model, const std::vector<Completion>& completions,
+                     std::uint64_t first_step, RunResult& result) {
+  for (const Completion& c : completions) {
+    if (c.value == kRefusedRequest) {
+      return absl::InternalError(absl::StrCat("entry ", c.id, " was refused"));
+    }
+    result.tokens += c.value;
+    BATON_ASSIGN_OR_RETURN(result.tokens_by_entry[c.id], model.ReadGenerated(c.id, c.value));
+  }
+  const std::uint32_t n = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(result.steps, model.options().step_clock_size));
+  BATON_ASSIGN_OR_RETURN(std::vector<std::uint64_t> ends,
+                         model.ReadStepEnds(first_step + result.steps - n, n));
+  for (std::size_t i = 1; i < ends.size(); ++i) {
+    result.step_us.push_back(static_cast<double>(ends[i] - ends[i - 1]) * 1e-3);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunResult> RunHost(DecoderModel& model, HostLoop& loop,
+                                  const std::vector<DecodeRequest>& requests) {
+  BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
+  std::vector<WorkItem> items;
+  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(DecoderModel::WorkItemFor(i));
+  std::vector<Completion> completions;
+  RunResult result;
+  const std::uint64_t first = loop.steps();
+  const auto t0 = std::chrono::steady_clock::now();
+  BATON_RETURN_IF_ERROR(loop.Run(items, first, completions));
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.steps = loop.steps() - first;
+  BATON_RETURN_IF_ERROR(Collect(model, completions, first, result));
+  return result;
+}
+
+absl::StatusOr<RunResult> RunEngine(DecoderModel& model, Runtime& runtime, Engine engine,
+                                    const std::vector<DecodeRequest>& requests) {
+  BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
+  std::vector<WorkItem> items;
+  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(DecoderModel::WorkItemFor(i));
+  BATON_RETURN_IF_ERROR(runtime.Start(engine));
+  const std::uint64_t first = runtime.stats().steps;
+  std::vector<Completion> completions;
+  std::vector<Completion> out(256);
+  RunResult result;
+  const auto t0 = std::chrono::steady_clock::now();
+  BATON_RETURN_IF_ERROR(runtime.Submit(items));
+  const auto deadline = t0 + std::chrono::seconds(120);
+  while (completions.size() < requests.size()) {
+    BATON_ASSIGN_OR_RETURN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
+    completions.insert(completions.end(), out.begin(), out.begin() + n);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("only ", completions.size(), " of ", requests.size(), " requests in 120 s"));
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BATON_ASSIGN_OR_RETURN(StopReport report, runtime.Stop());
+  if (!report.completions.empty() || report.still_queued != 0) {
+    return absl::InternalError("work left over after every request completed");
+  }
+  result.steps = runtime.stats().steps - first;
+  BATON_RETURN_IF_ERROR(Collect(model, completions, first, result));
+  return result;
+}
+
+// Device-to-device copy bandwidth (read + write bytes per second).
+absl::StatusOr<double> MeasureBandwidth(cudaStream_t stream) {
+  constexpr std::size_t kBytes = std::size_t{1} << 30;
+  BATON_ASSIGN_OR_RETURN(auto a, DeviceBuffer<unsigned char>::Create(kBytes));
+  BATON_ASSIGN_OR_RETURN(auto b, DeviceBuffer<unsigned char>::Create(kBytes));
+  BATON_RETURN_IF_ERROR(a.Fill(1, stream));
+  BATON_ASSIGN_OR_RETURN(TimingSummary t, TimeWithEvents(stream, 2, 9, [&]() -> absl::Status {
+                           BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+                               b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream));
+                           return absl::OkStatus();
+                         }));
+  return 2.0 * kBytes / (t.median_ms * 1e-3);
+}
+
+struct EngineChoice {
+  std::string label;
+  bool host = false;
+  Engine engine = Engine::kTailLaunch;
+};
+
+absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text) {
+  std::vector<EngineChoice> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    if (part == "host") {
+      out.push_back({"host graph + sync", true});
+    } else if (part == "tail") {
+      out.push_back({"Baton tail-launch", false, Engine::kTailLaunch});
+    } else if (part == "conditional") {
+      out.push_back({"Baton conditional", false, Engine::kConditional});
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--engines: unknown driver '", part, "'; use host, tail, conditional"));
+    }
+  }
+  if (out.empty() || !out.front().host) {
+    return absl::InvalidArgumentError(
+        "--engines must start with host: the baseline every engine is compared against");
+  }
+  return out;
+}
+
+absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoice>& engines,
+                         double bandwidth, Report& report) {
+  BATON_ASSIGN_OR_RETURN(
+      DecoderConfig config,
+      Preset(scenario.model, absl::GetFlag(FLAGS_dtype) == "bf16" ? DecoderDType::kBFloat16
+                                                                  : DecoderDType::kFloat16));
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  const std::uint32_t batch = scenario.batch;
+  const std::uint32_t request_count = batch * absl::GetFlag(FLAGS_requests_per_slot);
+  DecoderModelOptions options;
+  options.config = config;
+  options.weight_seed = absl::GetFlag(FLAGS_seed);
+  options.max_batch = batch;
+  options.max_requests = request_count;
+  options.gemm =
+      absl::GetFlag(FLAGS_gemm) == "gemv" ? DecoderGemm::kBatonGemv : DecoderGemm::kCublasLt;
+  options.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
+                                    absl::GetFlag(FLAGS_seed)};
+  BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 7919 + batch);
+  std::vector<DecodeRequest> requests(request_count);
+  for (std::uint32_t i = 0; i < request_count; ++i) {
+    requests[i].prompt.resize(absl::GetFlag(FLAGS_prompt_tokens));
+    for (auto& t : requests[i].prompt) t = static_cast<std::int32_t>(rng() % config.vocab);
+    requests[i].max_new_tokens = absl::GetFlag(FLAGS_new_tokens);
+    requests[i].sequence_id = i;
+  }
+  const std::vector<std::uint32_t> buckets = PowerOfTwoBuckets(batch);
+  const std::string name = absl::StrCat(scenario.model, " b", batch);
+  const double floor_us = model->weight_bytes() / bandwidth * 1e6;
+
+  // The host's lower bound: the full-batch graph replayed with no decision.
+  BATON_ASSIGN_OR_RETURN(auto host_loop, HostLoop::Create(*model, buckets));
+  constexpr int kReplays = 200;
+  const std::uint32_t mid_step =
+      absl::GetFlag(FLAGS_prompt_tokens) + absl::GetFlag(FLAGS_new_tokens) / 2 - 1;
+  BATON_RETURN_IF_ERROR(model->WriteRequests(0, {requests[0]}));
+  BATON_ASSIGN_OR_RETURN(
+      TimingSummary replay, TimeWithEvents(host_loop->stream(), 1, repeats, [&]() -> absl::Status {
+        return host_loop->EnqueueReplays(DecoderModel::WorkItemFor(0), mid_step, kReplays);
+      }));
+  const double bound_us = replay.median_ms * 1e3 / kReplays;
+  report.AddRow()
+      .Set("scenario", name)
+      .Set("driver", "host graph replays, no decision (bound)")
+      .Set("step_us", bound_us)
+      .Set("hbm_floor_us", floor_us);
+
+  double host_overhead = 0, host_tokens_per_s = 0;
+  double best_ratio = 0, worst_ratio = 1e30, best_removed = -1e30;
+  RunResult reference_run;
+  std::map<std::string, double> tokens_per_s;
+  for (const EngineChoice& choice : engines) {
+    std::unique_ptr<Runtime> runtime;
+    if (!choice.host) {
+      RuntimeOptions runtime_options;
+      runtime_options.max_batch = batch;
+      runtime_options.queue_capacity = 1u << 12;
+      runtime_options.mailbox_capacity = 1u << 12;
+      BATON_ASSIGN_OR_RETURN(runtime, Runtime::Create(runtime_options));
+      BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram(buckets)));
+    }
+    std::vector<double> step_means, p50s, p99s, rates;
+    RunResult last;
+    for (int r = 0; r <= repeats; ++r) {
+      absl::StatusOr<RunResult> run = choice.host
+                                          ? RunHost(*model, *host_loop, requests)
+                                          : RunEngine(*model, *runtime, choice.engine, requests);
+      if (!run.ok()) {
+        return absl::Status(run.status().code(),
+                            absl::StrCat(name, ", ", choice.label, ": ", run.status().message()));
+      }
+      std::fprintf(stderr, "[decode_loop] %s, %s: run %d/%d, %llu steps, %.1f ms\n", name.c_str(),
+                   choice.label.c_str(), r, repeats, static_cast<unsigned long long>(run->steps),
+                   run->seconds * 1e3);
+      if (r == 0) continue;  // warm-up (graph capture, cuBLASLt plans, first uploads)
+      double sum = 0;
+      for (double d : run->step_us) sum += d;
+      step_means.push_back(run->step_us.empty() ? 0 : sum / run->step_us.size());
+      p50s.push_back(Percentile(run->step_us, 0.5));
+      p99s.push_back(Percentile(run->step_us, 0.99));
+      rates.push_back(run->tokens / run->seconds);
+      last = std::move(*run);
+    }
+    const double step_us = Median(step_means);
+    const double overhead = step_us - bound_us;
+    const double rate = Median(rates);
+    tokens_per_s[choice.label] = rate;
+    bool same_tokens = true;
+    if (choice.host) {
+      host_overhead = overhead;
+      host_tokens_per_s = rate;
+      reference_run = last;
+    } else {
+      same_tokens = last.tokens_by_entry == reference_run.tokens_by_entry;
+      if (!same_tokens) {
+        report.Fail(absl::StrCat(name, ": ", choice.label,
+                                 " generated different tokens from the host loop"));
+      }
+    }
+    if (last.tokens_by_entry.size() != request_count) {
+      report.Fail(absl::StrCat(name, ": ", choice.label, " completed ", last.tokens_by_entry.size(),
+                               " of ", request_count, " requests"));
+    }
+    if (!choice.host) {
+      best_ratio = std::max(best_ratio, rate / host_tokens_per_s);
+      worst_ratio = std::min(worst_ratio, rate / host_tokens_per_s);
+      best_removed = std::max(best_removed, 100.0 * (1.0 - overhead / host_overhead));
+    }
+    Row& row = report.AddRow();
+    row.Set("scenario", name)
+        .Set("driver", choice.label)
+        .Set("step_us", step_us)
+        .Set("p50_us", Median(p50s))
+        .Set("p99_us", Median(p99s))
+        .Set("overhead_us", overhead)
+        .Set("tokens_per_s", rate)
+        .Set("vs_host", host_tokens_per_s > 0 ? rate / host_tokens_per_s : 1.0)
+        .Set("overhead_removed_pct",
+             choice.host || host_overhead <= 0 ? 0.0 : 100.0 * (1.0 - overhead / host_overhead))
+        .Set("steps", static_cast<std::int64_t>(last.steps))
+        .Set("same_tokens", same_tokens);
+  }
+  // The targets, stated beside the measurement (a miss is reported,
+  // not a failure: correctness decides Passed).
+  if (engines.size() > 1) {
+    std::string target;
+    if (scenario.model == "small" && batch == 1) {
+      target = absl::StrFormat(
+          "best engine removes %.0f%% of the host loop's overhead (target >= 70%%): %s",
+          best_removed, best_removed >= 70 ? "met" : "missed");
+    } else if (scenario.model == "tiny" && batch == 1) {
+      target = absl::StrFormat("best engine %.2fx the host loop's tokens/s (target >= 1.25x): %s",
+                               best_ratio, best_ratio >= 1.25 ? "met" : "missed");
+    } else if (batch >= 32) {
+      target = absl::StrFormat("slowest engine %.2fx the host loop's tokens/s (target >= 1x): %s",
+                               worst_ratio, worst_ratio >= 1.0 ? "met" : "missed");
+    }
+    if (!target.empty()) report.SetParam(absl::StrCat("target ", name), target);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(Report& report) {
+  BATON_ASSIGN_OR_RETURN(std::vector<EngineChoice> engines,
+                         ParseEngines(absl::GetFlag(FLAGS_engines)));
+  std::vector<Scenario> scenarios;
+  for (absl::string_view model :
+       absl::StrSplit(absl::GetFlag(FLAGS_models), ',', absl::SkipEmpty())) {
+    for (absl::string_view b :
+         absl::StrSplit(absl::GetFlag(FLAGS_batches), ',', absl::SkipEmpty())) {
+      std::uint32_t batch = 0;
+      if (!absl::SimpleAtoi(b, &batch) || batch == 0 || batch > 256) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--batches: '", b, "' is not a batch size in [1, 256]"));
+      }
+      scenarios.push_back({std::string(model), batch});
+    }
+  }
+  const std::string gemm = absl::GetFlag(FLAGS_gemm), dtype = absl::GetFlag(FLAGS_dtype);
+  if (gemm != "cublaslt" && gemm != "gemv") {
+    return absl::InvalidArgumentError("--gemm must be cublaslt or gemv");
+  }
+  if (dtype != "fp16" && dtype != "bf16") {
+    return absl::InvalidArgumentError("--dtype must be fp16 or bf16");
+  }
+  if (absl::GetFlag(FLAGS_repeats) < 1 || absl::GetFlag(FLAGS_prompt_tokens) < 1 ||
+      absl::GetFlag(FLAGS_new_tokens) < 2 || absl::GetFlag(FLAGS_requests_per_slot) < 1) {
+    return absl::InvalidArgumentError(
+        "--repeats, --prompt_tokens, --requests_per_slot must be >= 1 and --new_tokens >= 2");
+  }
+  BATON_RETURN_IF_ERROR(RequireDeviceLaunch());
+  BATON_ASSIGN_OR_RETURN(const DeviceInfo device, QueryDevice());
+  report.SetDevice(device);
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"gemm", gemm}, {"dtype", dtype}, {"engines", absl::GetFlag(FLAGS_engines)}}) {
+    report.SetParam(key, value);
+  }
+  report.SetParam("prompt_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_prompt_tokens)));
+  report.SetParam("new_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_new_tokens)));
+  report.SetParam("requests_per_slot",
+                  static_cast<std::int64_t>(absl::GetFlag(FLAGS_requests_per_slot)));
+  report.SetParam("temperature", absl::GetFlag(FLAGS_temperature));
+  report.SetParam("repeats", static_cast<std::int64_t>(absl::GetFlag(FLAGS_repeats)));
+  BATON_ASSIGN_OR_RETURN(Stream stream, CreateStream());
+  BATON_ASSIGN_OR_RETURN(const double bandwidth, MeasureBandwidth(stream.get()));
+  report.SetParam("copy_bandwidth_GBps", bandwidth * 1e-9);
+  for (const Scenario& scenario : scenarios) {
+    BATON_RETURN_IF_ERROR(RunScenario(scenario, engines, bandwidth, report));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace baton::samples
+
+int main(int argc, char** argv) {
+  return baton::samples::RunSample(
+      argc, argv, "decode_loop",
+      "Serves requests with a small decoder-only transformer, continuously batched on the GPU, "
+      "driven by a host loop (graph launch + sync per step) and by each Baton engine; reports "
+      "step time, orchestration overhead, tokens/s and whether every driver produced the same "
+      "tokens. Needs an H100/H200.",
+      baton::samples::Run);
+}

@@ -1,0 +1,82 @@
+// DecoderModel's option and request checks: each refusal names the field, the
+// value and the fix.
+#include <gtest/gtest.h>
+
+#include "baton/decoder_model.h"
+
+namespace baton {
+namespace {
+
+DecoderConfig Config() {
+  DecoderConfig c;
+  c.vocab = 256;
+  c.max_context = 32;
+  return c;
+}
+
+DecodeRequest Valid() {
+  DecodeRequest r;
+  r.prompt = {1, 2, 3};
+  r.max_new_tokens = 4;
+  return r;
+}
+
+void ExpectInvalid(const absl::Status& status, const std::string& fragment) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(std::string(status.message()).find(fragment), std::string::npos)
+      << "message: " << status.message() << "\nexpected to contain: " << fragment;
+}
+
+TEST(DecodeRequestTest, AValidRequestPasses) {
+  EXPECT_TRUE(ValidateDecodeRequest(Config(), Valid()).ok());
+  DecodeRequest r = Valid();
+  r.prompt.assign(28, 5);  // 28 + 4 == max_context exactly
+  r.stop_token = 255;
+  EXPECT_TRUE(ValidateDecodeRequest(Config(), r).ok());
+}
+
+TEST(DecodeRequestTest, EachBadFieldIsNamedWithItsFix) {
+  DecodeRequest r = Valid();
+  r.prompt.clear();
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::prompt is empty; give at least one token");
+  r = Valid();
+  r.prompt[1] = 256;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::prompt[1] is 256; tokens must be in [0, vocab = 256)");
+  r.prompt[1] = -3;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::prompt[1] is -3");
+  r = Valid();
+  r.max_new_tokens = 0;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::max_new_tokens is 0");
+  r = Valid();
+  r.prompt.assign(29, 5);
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "prompt (29 tokens) + max_new_tokens (4) = 33 exceeds max_context 32");
+  r = Valid();
+  r.stop_token = 256;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::stop_token is 256; use -1 (none) or a token in [0, 256)");
+  r.stop_token = -2;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::stop_token is -2");
+}
+
+TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
+  DecoderModelOptions options;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.max_batch = 0;
+  ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::max_batch is 0");
+  options = DecoderModelOptions{};
+  options.max_requests = 0;
+  ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::max_requests is 0");
+  options = DecoderModelOptions{};
+  options.step_clock_size = 1000;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::step_clock_size is 1000; it must be a power of two");
+  options = DecoderModelOptions{};
+  options.config.d_model = 100;  // not a multiple of 8: the config check's own message
+  EXPECT_EQ(ValidateDecoderModelOptions(options).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace baton
