@@ -36,6 +36,8 @@
 #include "common/report.h"
 #include "common/timing.h"
 #include "decode_loop/host_loop.h"
+#include "decode_loop/presets.h"
+#include "decode_loop/soak.h"
 
 ABSL_FLAG(std::string, models, "tiny,small",
           "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
@@ -51,6 +53,10 @@ ABSL_FLAG(std::string, gemm, "cublaslt", "projections: cublaslt or gemv (batch-i
 ABSL_FLAG(std::string, dtype, "fp16", "weights and activations: fp16 or bf16");
 ABSL_FLAG(double, temperature, 0.0, "sampling temperature (0: greedy)");
 ABSL_FLAG(int, repeats, 5, "timed runs per driver after one warm-up (medians reported)");
+ABSL_FLAG(std::uint64_t, soak_steps, 0,
+          "soak mode when > 0: the first --models/--batches entry served by --soak_engine for at "
+          "least this many steps with continuous random submissions (e.g. 1000000)");
+ABSL_FLAG(std::string, soak_engine, "tail", "soak mode's engine: tail or conditional");
 ABSL_FLAG(std::uint64_t, seed, 1, "weights, prompts and sampling seed");
 
 namespace baton::samples {
@@ -60,31 +66,6 @@ struct Scenario {
   std::string model;
   std::uint32_t batch = 0;
 };
-
-absl::StatusOr<DecoderConfig> Preset(const std::string& name, DecoderDType dtype) {
-  DecoderConfig c;
-  c.dtype = dtype;
-  c.max_context = 512;
-  if (name == "tiny") {
-    c.layers = 2;
-    c.d_model = 256;
-    c.heads = 4;
-    c.head_dim = 64;
-    c.ffn = 768;
-    c.vocab = 4096;
-  } else if (name == "small") {
-    c.layers = 4;
-    c.d_model = 1024;
-    c.heads = 16;
-    c.head_dim = 64;
-    c.ffn = 2816;
-    c.vocab = 32000;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--models: unknown preset '", name, "'; use tiny or small"));
-  }
-  return c;
-}
 
 struct RunResult {
   double seconds = 0;
@@ -215,8 +196,8 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
                          double bandwidth, Report& report) {
   BATON_ASSIGN_OR_RETURN(
       DecoderConfig config,
-      Preset(scenario.model, absl::GetFlag(FLAGS_dtype) == "bf16" ? DecoderDType::kBFloat16
-                                                                  : DecoderDType::kFloat16));
+      ModelPreset(scenario.model, absl::GetFlag(FLAGS_dtype) == "bf16" ? DecoderDType::kBFloat16
+                                                                       : DecoderDType::kFloat16));
   const int repeats = absl::GetFlag(FLAGS_repeats);
   const std::uint32_t batch = scenario.batch;
   const std::uint32_t request_count = batch * absl::GetFlag(FLAGS_requests_per_slot);
@@ -395,6 +376,26 @@ absl::Status Run(Report& report) {
                   static_cast<std::int64_t>(absl::GetFlag(FLAGS_requests_per_slot)));
   report.SetParam("temperature", absl::GetFlag(FLAGS_temperature));
   report.SetParam("repeats", static_cast<std::int64_t>(absl::GetFlag(FLAGS_repeats)));
+  if (absl::GetFlag(FLAGS_soak_steps) > 0) {
+    SoakOptions soak;
+    BATON_ASSIGN_OR_RETURN(
+        soak.model.config,
+        ModelPreset(scenarios.front().model,
+                    dtype == "bf16" ? DecoderDType::kBFloat16 : DecoderDType::kFloat16));
+    soak.model.max_batch = scenarios.front().batch;
+    soak.model.max_requests = 4 * scenarios.front().batch;
+    soak.model.weight_seed = absl::GetFlag(FLAGS_seed);
+    soak.model.gemm = gemm == "gemv" ? DecoderGemm::kBatonGemv : DecoderGemm::kCublasLt;
+    soak.model.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
+                                         absl::GetFlag(FLAGS_seed)};
+    soak.engine = absl::GetFlag(FLAGS_soak_engine) == "conditional" ? Engine::kConditional
+                                                                    : Engine::kTailLaunch;
+    soak.steps = absl::GetFlag(FLAGS_soak_steps);
+    soak.seed = absl::GetFlag(FLAGS_seed);
+    report.SetParam("soak_model", scenarios.front().model);
+    report.SetParam("soak_batch", static_cast<std::int64_t>(soak.model.max_batch));
+    return RunSoak(soak, report);
+  }
   BATON_ASSIGN_OR_RETURN(Stream stream, CreateStream());
   BATON_ASSIGN_OR_RETURN(const double bandwidth, MeasureBandwidth(stream.get()));
   report.SetParam("copy_bandwidth_GBps", bandwidth * 1e-9);
