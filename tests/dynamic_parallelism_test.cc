@@ -120,8 +120,8 @@ TEST(DynamicParallelismValidation, RefusedKernelLaunchNamesTheLimit) {
   const absl::Status tail = detail::ExplainDynamicParallelismFailure(
       base, PackDeviceError(DeviceErrorSite::kKernelLaunch, cudaErrorInvalidValue));
   ExpectMessage(tail, absl::StatusCode::kInvalidArgument,
-                "dynamic-parallelism engine: failed; CUDA refuses more than 255 pending tail "
-                "launches from one grid");
+                "dynamic-parallelism engine: failed; CUDA refused a launch into "
+                "cudaStreamTailLaunch");
   const absl::Status pending = detail::ExplainDynamicParallelismFailure(
       base, PackDeviceError(DeviceErrorSite::kKernelLaunch, cudaErrorLaunchPendingCountExceeded));
   ExpectMessage(pending, absl::StatusCode::kInvalidArgument,

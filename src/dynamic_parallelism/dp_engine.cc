@@ -87,11 +87,11 @@ absl::Status ExplainDynamicParallelismFailure(absl::Status why, std::uint32_t er
         "exceeded: launch fewer kernels per step, or raise the limit with cudaDeviceSetLimit";
   } else if (error == cudaErrorInvalidValue) {
     limit =
-        "CUDA refuses more than 255 pending tail launches from one grid (and more than one "
-        "pending self-launch); the dynamic-parallelism scheduler launches each step's kernels "
-        "plus itself into cudaStreamTailLaunch: launch fewer kernels per step";
+        "CUDA refused a launch into cudaStreamTailLaunch (it allows one pending self-launch per "
+        "grid; the scheduler makes exactly one, after the step's kernels): launch fewer kernels "
+        "per step or report this";
   } else {
-    limit = "a kernel launch into cudaStreamTailLaunch was refused";
+    limit = "a kernel launch into cudaStreamTailLaunch was refused: launch fewer kernels per step";
   }
   return absl::Status(why.code(), absl::StrCat(why.message(), "; ", limit));
 }

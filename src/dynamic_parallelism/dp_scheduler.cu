@@ -49,8 +49,13 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 
 cudaError_t LaunchDynamicParallelismScheduler(const SchedulerParams* params,
                                               const DeviceStepProgram& step, cudaStream_t stream) {
-  dp_scheduler<<<1, kSchedulerThreads, 0, stream>>>(params, step);
-  return cudaGetLastError();
+  // The launch's own status (a <<<>>> launch plus cudaGetLastError would also
+  // report an earlier, unrelated error left on this thread).
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(kSchedulerThreads);
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, dp_scheduler, params, step);
 }
 
 }  // namespace baton::detail

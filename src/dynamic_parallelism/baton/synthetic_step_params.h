@@ -13,9 +13,10 @@
 
 namespace baton {
 
-// Kernels per synthetic step. Above 254 the dynamic-parallelism engine hits
-// CUDA's pending tail-launch limit on purpose (tests use that).
-inline constexpr std::uint32_t kMaxSyntheticKernels = 1024;
+// Kernels per synthetic step. Above 2047 the dynamic-parallelism engine
+// passes the device runtime's default pending-launch limit (2048,
+// cudaLimitDevRuntimePendingLaunchCount) on purpose (tests use that).
+inline constexpr std::uint32_t kMaxSyntheticKernels = 4096;
 inline constexpr std::uint32_t kSyntheticThreads = 128;  // threads per block of each kernel
 
 struct SyntheticStepParams {
