@@ -30,6 +30,8 @@
 ABSL_FLAG(std::string, kernels, "1,3,10,30", "comma-separated kernels per step (K), each <= 32");
 ABSL_FLAG(int, steps, 2000, "steps per timed run (N)");
 ABSL_FLAG(int, repeats, 11, "timed runs per mode (the median is reported)");
+ABSL_FLAG(bool, raw_dp, true,
+          "time the raw dynamic-parallelism mode (the mechanism's floor); false reports it as n/a");
 
 namespace baton::samples {
 namespace {
@@ -282,7 +284,8 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
          BATON_CUDA_RETURN_IF_ERROR(
              LaunchDynamicParallelismLoop(loop.state.data(), kernels, stream));
          return absl::OkStatus();
-       }},
+       },
+       nullptr, nullptr, !absl::GetFlag(FLAGS_raw_dp)},
       {"persistent kernel (floor)",
        [&]() -> absl::Status {
          BATON_CUDA_RETURN_IF_ERROR(
