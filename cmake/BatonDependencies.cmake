@@ -5,6 +5,13 @@ include_guard(GLOBAL)
 include(CMakeFindDependencyMacro)
 
 find_package(CUDAToolkit 13.0 REQUIRED)
+# The device runtime (dynamic parallelism, baton_dp). FindCUDAToolkit names it
+# CUDA::cudadevrt only from CMake 3.26 on.
+if(NOT TARGET CUDA::cudadevrt)
+  find_library(BATON_CUDADEVRT_LIBRARY cudadevrt HINTS "${CUDAToolkit_LIBRARY_DIR}" REQUIRED)
+  add_library(CUDA::cudadevrt STATIC IMPORTED)
+  set_target_properties(CUDA::cudadevrt PROPERTIES IMPORTED_LOCATION "${BATON_CUDADEVRT_LIBRARY}")
+endif()
 
 # CUDA 13 keeps CCCL (CUB, libcu++, Thrust) under include/cccl, which CMake 3.25
 # does not add for host code; the toolkit's own CCCL package config does.

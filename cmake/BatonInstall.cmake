@@ -3,7 +3,9 @@ include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS baton_runtime EXPORT batonTargets
+# baton_dp (the dynamic-parallelism engine) is a link dependency of the static
+# baton_runtime, so it ships in the same export.
+install(TARGETS baton_runtime baton_dp EXPORT batonTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 foreach(folder IN LISTS BATON_SOURCE_FOLDERS)

@@ -1,31 +1,18 @@
-// Dynamic parallelism: compiled with -rdc (see samples/CMakeLists.txt), the
-// only separately compiled code in the sample.
-#include "baton/device_launch.cuh"
-#include "launch_comparison/step_kernels.cuh"
+// Dynamic parallelism: the raw mechanism lives in Baton's separately compiled
+// library (baton_dp, dp_floor.h): one executable holds only one device link
+// with cudadevrt, and the DP engine's is that one.
+#include "dp_floor.h"
+#include "launch_comparison/loop_state.h"
 
 namespace baton::samples {
-namespace {
-
-__global__ void dp_scheduler(LoopState* state, int kernels) {
-  if (state->steps_done >= state->target) return;
-  // Tail-stream launches run after this kernel, in order: the step's kernels,
-  // then the next decision.
-  for (int k = 0; k < kernels; ++k) {
-    tiny_step_kernel<<<1, 32, 0, cudaStreamTailLaunch>>>(state, k, k == kernels - 1);
-  }
-  dp_scheduler<<<1, 1, 0, cudaStreamTailLaunch>>>(state, kernels);
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    record_device_error(&state->error_word, DeviceErrorSite::kKernelLaunch,
-                        static_cast<std::uint32_t>(error));
-  }
-}
-
-}  // namespace
 
 cudaError_t LaunchDynamicParallelismLoop(LoopState* state, int kernels, cudaStream_t stream) {
-  dp_scheduler<<<1, 1, 0, stream>>>(state, kernels);
-  return cudaGetLastError();
+  detail::DpFloorLoop loop;
+  loop.steps_done = &state->steps_done;
+  loop.target = &state->target;
+  loop.values = state->values;
+  loop.error_word = &state->error_word;
+  return detail::LaunchDynamicParallelismFloor(loop, kernels, stream);
 }
 
 }  // namespace baton::samples

@@ -61,7 +61,8 @@ struct LoopState {
 
 // Dynamic parallelism: a 1-thread kernel launches the step's `kernels` kernels
 // and then itself into the tail-launch stream until steps_done reaches target.
-// Lives in the separately compiled (-rdc) part of the sample.
+// Runs Baton's separately compiled floor loop (dp_floor.h): one executable
+// holds only one device link with cudadevrt, and baton_dp's is that one.
 [[nodiscard]] cudaError_t LaunchDynamicParallelismLoop(LoopState* state, int kernels,
                                                        cudaStream_t stream);
 

@@ -21,6 +21,7 @@
 #include "baton/runtime.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
+#include "baton/synthetic_step.h"
 #include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
@@ -29,6 +30,8 @@
 ABSL_FLAG(std::string, kernels, "1,3,10,30", "comma-separated kernels per step (K), each <= 32");
 ABSL_FLAG(int, steps, 2000, "steps per timed run (N)");
 ABSL_FLAG(int, repeats, 11, "timed runs per mode (the median is reported)");
+ABSL_FLAG(bool, raw_dp, true,
+          "time the raw dynamic-parallelism mode (the mechanism's floor); false reports it as n/a");
 
 namespace baton::samples {
 namespace {
@@ -126,6 +129,7 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
     std::function<absl::Status()> setup;  // default: reset the loop state
     cudaStream_t stream = nullptr;        // default: the loop's stream
     bool unavailable = false;             // reported as n/a, not timed
+    bool synthetic = false;               // runs the synthetic program, not the loop state
   };
 
   // The Baton engines drive the same kernels as a step program: one item that
@@ -153,6 +157,19 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
   };
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> one_bucket, make_runtime({1}));
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> two_buckets, make_runtime({1, 2}));
+  // The dynamic-parallelism engine can launch only Baton's own device step
+  // programs, so it runs the synthetic step (the same K kernels on every
+  // engine); the tail-launch engine runs it too, for a like-for-like row.
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> synthetic, Runtime::Create(runtime_options));
+  {
+    SyntheticStepOptions options;
+    options.name = absl::StrCat("launch_comparison synthetic K=", kernels);
+    options.kernels = static_cast<std::uint32_t>(kernels);
+    options.max_batch = runtime_options.max_batch;
+    options.buckets = {1};
+    BATON_ASSIGN_OR_RETURN(StepProgram program, SyntheticStepProgram(options));
+    BATON_RETURN_IF_ERROR(synthetic->RegisterStepProgram(std::move(program)));
+  }
   // An engine stays started across its timed runs, the way a server runs it:
   // each run submits one item and the idle engine relaunches on its stream;
   // the item's completion comes back through Poll.
@@ -160,11 +177,16 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
   int engine_runs = 0;
   Runtime* current = nullptr;
   Engine engine_in_use = Engine::kTailLaunch;
-  auto check_last_run = [&](const std::string& name) {
-    if (engine_runs > 0 && (engine_completions.size() != 1 || engine_completions[0].id != 7 ||
-                            engine_completions[0].steps != static_cast<std::uint32_t>(steps))) {
+  auto check_last_run = [&](const std::string& name, bool synthetic_program) {
+    const bool wrong_value =
+        synthetic_program && !engine_completions.empty() &&
+        engine_completions[0].value != SyntheticExpectedValue(7, steps, kernels);
+    if (engine_runs > 0 &&
+        (engine_completions.size() != 1 || engine_completions[0].id != 7 ||
+         engine_completions[0].steps != static_cast<std::uint32_t>(steps) || wrong_value)) {
       report.Fail(absl::StrCat(name, " (K=", kernels, "): expected one completion after ", steps,
-                               " steps, got ", engine_completions.size()));
+                               " steps", synthetic_program ? " with the reference value" : "",
+                               ", got ", engine_completions.size()));
     }
     engine_completions.clear();
   };
@@ -182,8 +204,9 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
       }
     }
   };
-  auto engine_mode = [&](const char* name, Runtime* runtime, Engine engine) {
-    auto setup = [&, name, runtime, engine]() -> absl::Status {
+  auto engine_mode = [&](const char* name, Runtime* runtime, Engine engine,
+                         bool synthetic_program = false) {
+    auto setup = [&, name, runtime, engine, synthetic_program]() -> absl::Status {
       if (current != runtime || engine_in_use != engine || !runtime->running()) {
         if (current != nullptr && current->running()) {
           BATON_RETURN_IF_ERROR(current->Stop().status());
@@ -195,7 +218,7 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
         engine_runs = 0;
       }
       BATON_RETURN_IF_ERROR(collect_until_idle());
-      check_last_run(name);
+      check_last_run(name, synthetic_program);
       BATON_CUDA_RETURN_IF_ERROR(
           cudaMemcpy(loop.state.data(), &loop.initial, sizeof(LoopState), cudaMemcpyHostToDevice));
       return absl::OkStatus();
@@ -205,7 +228,7 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
       const WorkItem item = WorkItem::make(1, 7, static_cast<std::uint64_t>(steps));
       return runtime->Submit(absl::MakeConstSpan(&item, 1));
     };
-    return Mode{name, body, setup, runtime->stream()};
+    return Mode{name, body, setup, runtime->stream(), false, synthetic_program};
   };
   const std::vector<Mode> modes = {
       {"host launches + sync",
@@ -252,12 +275,17 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
       engine_mode("Baton tail-launch engine", one_bucket.get(), Engine::kTailLaunch),
       engine_mode("Baton conditional engine", one_bucket.get(), Engine::kConditional),
       engine_mode("Baton conditional engine, 2 buckets", two_buckets.get(), Engine::kConditional),
+      engine_mode("Baton tail-launch engine, synthetic step", synthetic.get(), Engine::kTailLaunch,
+                  /*synthetic_program=*/true),
+      engine_mode("Baton DP engine, synthetic step", synthetic.get(), Engine::kDynamicParallelism,
+                  /*synthetic_program=*/true),
       {"dynamic parallelism",
        [&]() -> absl::Status {
          BATON_CUDA_RETURN_IF_ERROR(
              LaunchDynamicParallelismLoop(loop.state.data(), kernels, stream));
          return absl::OkStatus();
-       }},
+       },
+       nullptr, nullptr, !absl::GetFlag(FLAGS_raw_dp)},
       {"persistent kernel (floor)",
        [&]() -> absl::Status {
          BATON_CUDA_RETURN_IF_ERROR(
@@ -282,9 +310,11 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
       // The last engine run: its single item must come back exactly once,
       // after exactly `steps` steps (setup checked every earlier run).
       BATON_RETURN_IF_ERROR(collect_until_idle());
-      check_last_run(mode.name);
+      check_last_run(mode.name, mode.synthetic);
     }
-    BATON_RETURN_IF_ERROR(Verify(loop, kernels, steps, mode.name, report));
+    // The synthetic program leaves the loop state alone; its completion
+    // value was checked above instead.
+    if (!mode.synthetic) BATON_RETURN_IF_ERROR(Verify(loop, kernels, steps, mode.name, report));
     timings.push_back(std::move(timing));
   }
   // The reference every ratio is taken against: what a host-driven loop over
@@ -343,6 +373,7 @@ int main(int argc, char** argv) {
       "Compares ways of driving a step of K tiny kernels with a stop decided on the device every "
       "step: host launches/graphs with a sync per step, pipelined host graphs (no decision), "
       "device tail launches (separate scheduler graph, scheduler fused into the step graph), "
-      "dynamic parallelism, and a persistent kernel. Needs an H100/H200.",
+      "Baton's engines (tail-launch, conditional, dynamic-parallelism), raw dynamic parallelism, "
+      "and a persistent kernel. Needs an H100/H200.",
       baton::samples::Run);
 }

@@ -1,12 +1,11 @@
-// The tiny step kernel, shared by the graph-based modes and the dynamic-
-// parallelism mode (compiled into both the whole-program and the -rdc parts).
+// The tiny step kernel of the graph-based modes. (The raw dynamic-parallelism
+// mode runs the same update in baton_dp's floor loop, dp_floor.h.)
 #pragma once
 
 #include "launch_comparison/loop_state.h"
 
 namespace baton::samples {
-// Internal linkage: both the whole-program and the -rdc translation units get
-// their own copy, with no duplicate symbol at either link.
+// Internal linkage: each translation unit that includes it gets its own copy.
 namespace {
 
 // One warp, like a real decode step's smallest kernels; thread 0 does the

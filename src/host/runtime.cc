@@ -19,6 +19,7 @@
 #include "baton/status.h"
 #include "baton/step_graph.h"
 #include "baton/work_queue.h"
+#include "dp_engine.h"
 #include "scheduler_node.h"
 #include "scheduler_params.h"
 
@@ -38,7 +39,15 @@ WorkQueueOptions QueueOptionsFor(const RuntimeOptions& options) {
 }
 
 const char* EngineName(Engine engine) {
-  return engine == Engine::kTailLaunch ? "tail-launch" : "conditional";
+  switch (engine) {
+    case Engine::kTailLaunch:
+      return "tail-launch";
+    case Engine::kConditional:
+      return "conditional";
+    case Engine::kDynamicParallelism:
+      return "dynamic-parallelism";
+  }
+  return "unknown";
 }
 
 const char* ExitName(EngineExit exit) {
@@ -90,16 +99,22 @@ absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
 }
 
 absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOptions& options) {
-  if (!program.enqueue) {
+  // A device step lets the program run on the dynamic-parallelism engine
+  // alone (no graphs) and above its largest bucket; the graph engines check
+  // what they need when they start (detail::CheckProgramFitsEngine).
+  const bool device_step = program.device_step.kind != DeviceStepKind::kNone;
+  BATON_RETURN_IF_ERROR(detail::ValidateDeviceStep(program, options));
+  if (!program.enqueue && !device_step) {
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "' has no enqueue function"));
   }
+  if (device_step && program.buckets.empty()) return absl::OkStatus();
   const absl::Status sizes = ValidateBucketSizes(program.buckets);
   if (!sizes.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "': ", sizes.message()));
   }
-  if (program.buckets.back() < options.max_batch) {
+  if (program.buckets.back() < options.max_batch && !device_step) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step program '", program.name, "': the largest bucket (", program.buckets.back(),
         ") is smaller than RuntimeOptions.max_batch (", options.max_batch,
@@ -128,7 +143,7 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(retired_, DeviceBuffer<Completion>::Create(n));
     BATON_ASSIGN_OR_RETURN(control_, DeviceBuffer<detail::SchedulerControl>::Create(1));
     BATON_ASSIGN_OR_RETURN(counters_, DeviceBuffer<detail::SchedulerCounters>::Create(1));
-    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<detail::SchedulerParams>::Create(2));
+    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<detail::SchedulerParams>::Create(3));
     BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<detail::EngineStatus>::Create(1));
     BATON_ASSIGN_OR_RETURN(control_staging_, MappedHostBuffer<detail::SchedulerControl>::Create(1));
     *status_.host() = detail::EngineStatus{};
@@ -168,9 +183,11 @@ class Runtime::Impl {
       default:
         break;
     }
-    if (engine != Engine::kTailLaunch && engine != Engine::kConditional) {
+    if (engine != Engine::kTailLaunch && engine != Engine::kConditional &&
+        engine != Engine::kDynamicParallelism) {
       return absl::InvalidArgumentError("Start: unknown engine");
     }
+    BATON_RETURN_IF_ERROR(detail::CheckProgramFitsEngine(program_, options_, engine));
     BATON_RETURN_IF_ERROR(PrepareEngine(engine));
     BATON_RETURN_IF_ERROR(WriteControl(detail::SchedulerControl{}));
     engine_ = engine;
@@ -278,8 +295,8 @@ class Runtime::Impl {
     const std::uint32_t zero = 0;
     BATON_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(&counters_.data()->step_pending, &zero, sizeof(zero), cudaMemcpyHostToDevice));
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(&counters_.data()->decision_carried, &zero,
-                                          sizeof(zero), cudaMemcpyHostToDevice));
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(&counters_.data()->decision_carried, &zero, sizeof(zero),
+                                          cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
 
@@ -295,6 +312,7 @@ class Runtime::Impl {
   }
 
   absl::Status PrepareEngine(Engine engine) {
+    if (engine == Engine::kDynamicParallelism) return PrepareDynamicParallelismEngine();
     const NvtxRange range(engine == Engine::kTailLaunch ? "PrepareTailLaunchEngine"
                                                         : "PrepareConditionalEngine");
     const detail::SchedulerParams* params = ParamsFor(engine);
@@ -412,8 +430,24 @@ class Runtime::Impl {
     return absl::OkStatus();
   }
 
+  // Nothing to capture: the scheduler only needs the sizes to choose with.
+  absl::Status PrepareDynamicParallelismEngine() {
+    if (dp_sizes_.size() > 0) return absl::OkStatus();
+    const std::vector<DeviceBucketEntry> entries =
+        detail::DynamicParallelismBuckets(program_, options_.max_batch);
+    BATON_ASSIGN_OR_RETURN(dp_sizes_, DeviceBuffer<DeviceBucketEntry>::Create(entries.size()));
+    BATON_RETURN_IF_ERROR(dp_sizes_.CopyFrom(entries));
+    detail::SchedulerParams written = BaseParams();
+    written.buckets =
+        DeviceBucketTable{dp_sizes_.data(), static_cast<std::uint32_t>(entries.size())};
+    return WriteParams(Engine::kDynamicParallelism, written);
+  }
+
   absl::Status LaunchEngine() {
-    if (engine_ == Engine::kTailLaunch) {
+    if (engine_ == Engine::kDynamicParallelism) {
+      BATON_RETURN_IF_ERROR(detail::LaunchDynamicParallelismEngine(
+          ParamsFor(engine_), program_.device_step, launch_stream_.get()));
+    } else if (engine_ == Engine::kTailLaunch) {
       BATON_RETURN_IF_ERROR(bootstrap_->Launch(launch_stream_.get()));
     } else {
       BATON_RETURN_IF_ERROR(conditional_->Launch(launch_stream_.get()));
@@ -440,6 +474,9 @@ class Runtime::Impl {
       if (why.ok()) why = CudaStatus(sync, "the engine's graph launch", __FILE__, __LINE__);
       if (why.ok()) why = queue_.CheckDeviceError();
       if (why.ok()) why = absl::InternalError("the engine reported a device error");
+      if (engine_ == Engine::kDynamicParallelism) {
+        why = detail::ExplainDynamicParallelismFailure(std::move(why), status_.host()->error_word);
+      }
       return Fail(std::move(why));
     }
     return absl::OkStatus();
@@ -563,6 +600,7 @@ class Runtime::Impl {
   MappedHostBuffer<detail::SchedulerControl> control_staging_;
   DeviceBuffer<DeviceBucketEntry> conditional_sizes_;
   DeviceBuffer<cudaGraphConditionalHandle> stay_handles_;  // multi-bucket conditional engine
+  DeviceBuffer<DeviceBucketEntry> dp_sizes_;               // dynamic-parallelism engine
   std::optional<BucketTable> bucket_table_;
   std::optional<DeviceGraph> bootstrap_;
   std::optional<ConditionalGraph> conditional_;

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "baton/completion.h"
+#include "baton/device_step.h"
 #include "baton/engine.h"
 #include "baton/step_args.h"
 #include "baton/work_item.h"
@@ -38,6 +39,7 @@ struct RuntimeOptions {
   std::uint64_t queue_capacity = 1u << 16;          // power of two
   std::uint32_t mailbox_capacity = 1u << 16;        // power of two
   std::uint32_t max_batch = 64;                     // active items per step, <= the largest bucket
+                                                    // (any size on the dynamic-parallelism engine)
   absl::Duration stop_timeout = absl::Seconds(10);  // how long Stop/Abort wait for the device
 };
 
@@ -52,10 +54,18 @@ struct StepContext {
 // `bucket_size`, reading the live batch from ctx.args at run time, and call
 // baton::finish_item for the items it completes. Kernels only (plus memcpy and
 // memset); anything else is refused with a Status naming the node.
+//
+// `device_step` names the same step as one of Baton's device step programs
+// (baton/device_step.h, e.g. SyntheticStepProgram): the dynamic-parallelism
+// engine needs it, launching those kernels from the device with grids sized
+// from the actual batch. A program with a device step may leave `enqueue`
+// and `buckets` empty (it then runs on that engine only) and may serve a
+// max_batch above its largest bucket (the graph engines then refuse to start).
 struct StepProgram {
   std::string name = "step";
   std::vector<std::uint32_t> buckets;  // strictly increasing batch sizes
   std::function<absl::Status(const StepContext&, cudaStream_t)> enqueue;
+  DeviceStepProgram device_step;  // optional: for Engine::kDynamicParallelism
 };
 
 struct RuntimeStats {
@@ -63,7 +73,8 @@ struct RuntimeStats {
   std::uint64_t steps = 0;            // steps the device launched
   std::uint64_t admitted = 0;         // items the device took from the queue
   std::uint64_t completed = 0;        // completions handed out by Poll/Stop
-  std::uint64_t device_launches = 0;  // tail launches (tail-launch engine)
+  std::uint64_t device_launches = 0;  // tail launches (tail-launch engine); kernel launches,
+                                      // the scheduler's own included (dynamic parallelism)
   std::uint64_t engine_launches = 0;  // host launches of an engine (start + resumes)
   std::uint64_t engine_exits = 0;
 };
@@ -88,7 +99,10 @@ class Runtime {
   [[nodiscard]] absl::Status RegisterStepProgram(StepProgram program);
 
   // Starts the device loop with `engine`. FailedPrecondition when already
-  // running, when no program is registered, or after a device failure.
+  // running, when no program is registered, after a device failure, when the
+  // program cannot run on `engine` (the dynamic-parallelism engine without a
+  // device step; a graph engine without enqueue/buckets or with max_batch
+  // above the largest bucket).
   [[nodiscard]] absl::Status Start(Engine engine);
 
   // Seeds the queue (before the first Start or while running). ResourceExhausted

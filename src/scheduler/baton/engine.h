@@ -13,6 +13,11 @@ enum class Engine : std::uint32_t {
   // One host-launched graph: WHILE(continue) { scheduler; SWITCH(bucket) {
   // bucket bodies } }. No device launches.
   kConditional = 1,
+  // A one-warp scheduler kernel launches the step's kernels (Baton's own
+  // device step programs, StepProgram::device_step) into the tail-launch
+  // stream with grids sized from the actual batch, then itself. No graphs;
+  // batches above the largest bucket are fine. Slow by nature: the fallback.
+  kDynamicParallelism = 2,
 };
 
 // Why the engine's loop ended (EngineStatus::reason).
