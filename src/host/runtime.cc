@@ -18,14 +18,24 @@
 #include "baton/nvtx.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
+#include "baton/trace.h"
 #include "baton/work_queue.h"
+#include "progress_watchdog.h"
 #include "scheduler_node.h"
 #include "scheduler_params.h"
+#include "trace_ring.h"
 
 namespace baton {
 namespace {
 
 constexpr std::uint32_t kMaxRuntimeBatch = 1u << 16;
+constexpr std::uint32_t kMinTraceCapacity = 64;
+constexpr std::uint32_t kMaxTraceCapacity = 1u << 24;
+// How long the device may show no progress before the host spends a stream
+// query checking whether its context was lost (a fault ends progress too).
+constexpr absl::Duration kHealthCheckAfter = absl::Milliseconds(1);
+// Trace events quoted in a watchdog or stop-timeout Status.
+constexpr size_t kEventsInStatus = 8;
 
 bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -86,6 +96,19 @@ absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
   if (options.stop_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("RuntimeOptions.stop_timeout must be positive");
   }
+  if (options.trace_capacity != 0 &&
+      (!IsPowerOfTwo(options.trace_capacity) || options.trace_capacity < kMinTraceCapacity ||
+       options.trace_capacity > kMaxTraceCapacity)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions.trace_capacity ", options.trace_capacity,
+                     " is neither 0 (off) nor a power of two in [", kMinTraceCapacity, ", ",
+                     kMaxTraceCapacity, "]: use 0 or a power of two such as 65536"));
+  }
+  if (options.watchdog_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "RuntimeOptions.watchdog_timeout must be positive: use absl::InfiniteDuration() to turn "
+        "the watchdog off");
+  }
   return absl::OkStatus();
 }
 
@@ -131,6 +154,10 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<detail::SchedulerParams>::Create(2));
     BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<detail::EngineStatus>::Create(1));
     BATON_ASSIGN_OR_RETURN(control_staging_, MappedHostBuffer<detail::SchedulerControl>::Create(1));
+    BATON_ASSIGN_OR_RETURN(trace_, detail::DeviceTraceRing::Create(options.trace_capacity));
+    BATON_ASSIGN_OR_RETURN(progress_, MappedHostBuffer<unsigned long long>::Create(1));
+    *progress_.host() = 0;
+    watchdog_ = detail::ProgressWatchdog(options.watchdog_timeout);
     *status_.host() = detail::EngineStatus{};
     *control_staging_.host() = detail::SchedulerControl{};
     BATON_RETURN_IF_ERROR(header_.Fill(0));
@@ -154,7 +181,9 @@ class Runtime::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status Start(Engine engine) {
+  absl::Status Start(Engine engine) { return Checked("Start", StartEngine(engine)); }
+
+  absl::Status StartEngine(Engine engine) {
     switch (state_) {
       case State::kCreated:
         return absl::FailedPreconditionError(
@@ -163,8 +192,7 @@ class Runtime::Impl {
         return absl::FailedPreconditionError(absl::StrCat(
             "Start: the ", EngineName(engine_), " engine is already running: Stop it first"));
       case State::kFailed:
-        return absl::FailedPreconditionError(absl::StrCat(
-            "Start: the runtime failed earlier and cannot run again: ", failure_.ToString()));
+        return FailedEarlier("Start");
       default:
         break;
     }
@@ -179,7 +207,7 @@ class Runtime::Impl {
   }
 
   absl::Status Submit(absl::Span<const WorkItem> items) {
-    if (state_ == State::kFailed) return failure_;
+    if (state_ == State::kFailed) return FailedEarlier("Submit");
     if (state_ == State::kStopped) {
       return absl::FailedPreconditionError(
           "Submit after Stop/Abort: the runtime is stopped; Start it again first (items still "
@@ -188,21 +216,33 @@ class Runtime::Impl {
     size_t accepted = 0;
     const absl::Status seeded = queue_.Seed(items, &accepted);
     submitted_ += accepted;
-    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Resume());
+    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Checked("Submit", Resume()));
     return seeded;
   }
 
   absl::StatusOr<size_t> Poll(absl::Span<Completion> out) {
-    if (state_ == State::kFailed) return failure_;
-    BATON_RETURN_IF_ERROR(Observe());
+    if (state_ == State::kFailed) return FailedEarlier("Poll");
+    BATON_RETURN_IF_ERROR(Checked("Poll", Observe()));
+    // Before taking completions: a Status must not swallow any.
+    BATON_RETURN_IF_ERROR(Watch("Poll", /*check_stall=*/true));
     const size_t n = mailbox_.Poll(out);
     completed_ += n;
-    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Resume());
+    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Checked("Poll", Resume()));
     return n;
   }
 
-  absl::StatusOr<StopReport> Stop() { return End(/*abort=*/false); }
-  absl::StatusOr<StopReport> Abort() { return End(/*abort=*/true); }
+  absl::StatusOr<StopReport> Stop() { return CheckedEnd("Stop", /*abort=*/false); }
+  absl::StatusOr<StopReport> Abort() { return CheckedEnd("Abort", /*abort=*/true); }
+
+  absl::StatusOr<std::vector<TraceEvent>> Trace(size_t max_events) const {
+    if (!trace_.enabled()) {
+      return absl::FailedPreconditionError(
+          "Trace: the device trace is off: set RuntimeOptions.trace_capacity (e.g. 65536) when "
+          "creating the runtime");
+    }
+    if (context_lost_) return FailedEarlier("Trace");
+    return trace_.Snapshot(control_stream_.get(), max_events);
+  }
 
   RuntimeStats stats() const {
     RuntimeStats stats;
@@ -254,6 +294,8 @@ class Runtime::Impl {
     params.control = control_.data();
     params.counters = counters_.data();
     params.status = status_.device();
+    params.observers.trace = trace_.view();
+    params.observers.progress = watchdog_.enabled() ? progress_.device() : nullptr;
     return params;
   }
 
@@ -278,8 +320,8 @@ class Runtime::Impl {
     const std::uint32_t zero = 0;
     BATON_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(&counters_.data()->step_pending, &zero, sizeof(zero), cudaMemcpyHostToDevice));
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(&counters_.data()->decision_carried, &zero,
-                                          sizeof(zero), cudaMemcpyHostToDevice));
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(&counters_.data()->decision_carried, &zero, sizeof(zero),
+                                          cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
 
@@ -420,6 +462,7 @@ class Runtime::Impl {
     }
     ++engine_launches_;
     engine_active_ = true;
+    watchdog_.Arm(absl::Now(), ReadProgress());
     return absl::OkStatus();
   }
 
@@ -435,6 +478,7 @@ class Runtime::Impl {
     if (last_exit_ == EngineExit::kError) {
       // Wait for the launch to finish so a CUDA error, if any, is the one reported.
       const cudaError_t sync = cudaStreamSynchronize(launch_stream_.get());
+      if (IsStickyCudaError(sync)) return ContextLost("Poll", sync);
       absl::Status why = DeviceErrorStatus(status_.host()->error_word,
                                            absl::StrCat(EngineName(engine_), " engine"));
       if (why.ok()) why = CudaStatus(sync, "the engine's graph launch", __FILE__, __LINE__);
@@ -449,6 +493,100 @@ class Runtime::Impl {
     failure_ = why;
     state_ = State::kFailed;
     return why;
+  }
+
+  // What every call gets after the failure was reported once.
+  absl::Status FailedEarlier(absl::string_view op) const {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": the runtime failed earlier and refuses further use; the failure was: ",
+                     failure_.message()));
+  }
+
+  std::uint64_t ReadProgress() const {
+    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(*progress_.host())
+        .load(cuda::std::memory_order_relaxed);
+  }
+
+  // The step the loop is in, for messages: the progress word counts steps
+  // launched (host memory, readable even after the context is lost).
+  std::string StepDescription() const {
+    if (!watchdog_.enabled()) return "an unknown step (the watchdog's progress word is off)";
+    const std::uint64_t steps = ReadProgress();
+    if (steps == 0) return "the first step (none had begun yet)";
+    return absl::StrCat("step ", steps - 1, " (the last one the scheduler launched)");
+  }
+
+  // The newest trace events as lines for a Status, or how to get them.
+  std::string RecentEvents() const {
+    if (!trace_.enabled()) {
+      return " Set RuntimeOptions.trace_capacity to see the scheduler's last events here.";
+    }
+    const absl::StatusOr<std::vector<TraceEvent>> events =
+        trace_.Snapshot(control_stream_.get(), kEventsInStatus);
+    if (!events.ok() || events->empty()) return " No trace events could be read.";
+    std::string text = " Last trace events:";
+    for (const TraceEvent& event : *events) {
+      absl::StrAppend(&text, "\n  ", FormatTraceEvent(event, events->front().time_ns));
+    }
+    return text;
+  }
+
+  // A fault (trap, illegal address, ...) poisons the process's CUDA context:
+  // report it once, clearly, then refuse further use.
+  absl::Status ContextLost(absl::string_view op, cudaError_t error) {
+    context_lost_ = true;
+    return Fail(absl::Status(
+        CudaErrorCode(error),
+        absl::StrCat(op, ": the ", EngineName(engine_),
+                     " engine's device loop hit a sticky CUDA "
+                     "error, ",
+                     cudaGetErrorName(error), " (", cudaGetErrorString(error),
+                     "), during or after ", StepDescription(),
+                     ": a step kernel trapped or faulted (e.g. an out-of-bounds access). The CUDA "
+                     "context of this process is lost and every later CUDA call in it fails: "
+                     "destroy the Runtime and restart the process (compute-sanitizer memcheck "
+                     "names the faulting kernel).")));
+  }
+
+  // A failed call may be the first to see a lost context: report that
+  // instead of the raw CUDA error it got.
+  absl::Status Checked(absl::string_view op, absl::Status status) {
+    if (status.ok() || state_ == State::kFailed) return status;
+    const cudaError_t error = cudaStreamQuery(control_stream_.get());
+    if (IsStickyCudaError(error)) return ContextLost(op, error);
+    return status;
+  }
+
+  absl::StatusOr<StopReport> CheckedEnd(absl::string_view op, bool abort) {
+    absl::StatusOr<StopReport> report = End(abort);
+    if (!report.ok()) return Checked(op, report.status());
+    return report;
+  }
+
+  // While an engine runs: a context lost to a fault (checked once the
+  // progress word has been still for a moment), and with `check_stall` the
+  // watchdog.
+  absl::Status Watch(absl::string_view op, bool check_stall) {
+    if (state_ != State::kRunning || !engine_active_) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    const absl::Duration still = watchdog_.StillFor(now, ReadProgress());
+    if (still < kHealthCheckAfter) return absl::OkStatus();
+    if (now - last_health_check_ >= kHealthCheckAfter) {
+      last_health_check_ = now;
+      const cudaError_t error = cudaStreamQuery(launch_stream_.get());
+      if (IsStickyCudaError(error)) return ContextLost(op, error);
+    }
+    if (!check_stall || !watchdog_.enabled() || still <= watchdog_.timeout()) {
+      return absl::OkStatus();
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        op, ": watchdog: the ", EngineName(engine_), " engine made no progress for ",
+        absl::FormatDuration(still), " (RuntimeOptions.watchdog_timeout ",
+        absl::FormatDuration(watchdog_.timeout()), "): ", StepDescription(),
+        " has not finished, so a step kernel may be stuck or spinning. Call Abort() to end the "
+        "loop at the next step boundary and get the in-flight items back (it waits up to "
+        "RuntimeOptions.stop_timeout); if the step never ends, the process must exit.",
+        RecentEvents()));
   }
 
   // Work the device has not finished, as of its last exit.
@@ -469,7 +607,7 @@ class Runtime::Impl {
       // After a device failure the loop has ended; Abort still hands back
       // what it held (unless the context itself is gone, which the reads
       // below then report).
-      if (!abort || engine_active_) return failure_;
+      if (!abort || engine_active_ || context_lost_) return FailedEarlier(abort ? "Abort" : "Stop");
       StopReport report;
       BATON_RETURN_IF_ERROR(Collect(/*abort=*/true, report));
       return report;
@@ -487,6 +625,7 @@ class Runtime::Impl {
     const absl::Time deadline = absl::Now() + options_.stop_timeout;
     for (;;) {
       BATON_RETURN_IF_ERROR(Observe());
+      BATON_RETURN_IF_ERROR(Watch(abort ? "Abort" : "Stop", /*check_stall=*/false));
       const size_t n = mailbox_.Poll(absl::MakeSpan(chunk));
       completed_ += n;
       report.completions.insert(report.completions.end(), chunk.begin(), chunk.begin() + n);
@@ -499,10 +638,10 @@ class Runtime::Impl {
         BATON_RETURN_IF_ERROR(LaunchEngine());
       }
       if (absl::Now() > deadline) {
-        return Fail(absl::DeadlineExceededError(
-            absl::StrCat(abort ? "Abort" : "Stop", ": the ", EngineName(engine_),
-                         " engine did not end within ", absl::FormatDuration(options_.stop_timeout),
-                         " (last exit: ", ExitName(last_exit_), "); a step kernel may be stuck")));
+        return Fail(absl::DeadlineExceededError(absl::StrCat(
+            abort ? "Abort" : "Stop", ": the ", EngineName(engine_), " engine did not end within ",
+            absl::FormatDuration(options_.stop_timeout), " (last exit: ", ExitName(last_exit_),
+            "); a step kernel may be stuck in ", StepDescription(), ".", RecentEvents())));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -566,6 +705,11 @@ class Runtime::Impl {
   std::optional<BucketTable> bucket_table_;
   std::optional<DeviceGraph> bootstrap_;
   std::optional<ConditionalGraph> conditional_;
+  detail::DeviceTraceRing trace_;
+  MappedHostBuffer<unsigned long long> progress_;  // steps launched (watchdog)
+  detail::ProgressWatchdog watchdog_;
+  absl::Time last_health_check_ = absl::InfinitePast();
+  bool context_lost_ = false;
 
   std::uint64_t submitted_ = 0;
   std::uint64_t completed_ = 0;
@@ -595,6 +739,9 @@ absl::Status Runtime::Submit(absl::Span<const WorkItem> items) { return impl_->S
 absl::StatusOr<size_t> Runtime::Poll(absl::Span<Completion> out) { return impl_->Poll(out); }
 absl::StatusOr<StopReport> Runtime::Stop() { return impl_->Stop(); }
 absl::StatusOr<StopReport> Runtime::Abort() { return impl_->Abort(); }
+absl::StatusOr<std::vector<TraceEvent>> Runtime::Trace(size_t max_events) const {
+  return impl_->Trace(max_events);
+}
 RuntimeStats Runtime::stats() const { return impl_->stats(); }
 bool Runtime::running() const { return impl_->running(); }
 cudaStream_t Runtime::stream() const { return impl_->stream(); }

@@ -12,6 +12,7 @@
 #include "baton/device_launch.cuh"
 #include "baton/work_queue.cuh"
 #include "scheduler_params.h"
+#include "scheduler_trace.cuh"
 
 namespace baton::detail {
 
@@ -66,6 +67,8 @@ struct Decision {
     if (leader) {
       counters.retired += retiring;
       counters.step_pending = 0;
+      trace_record(p.observers.trace, TraceEventType::kStepEnd, counters.steps - 1, retiring,
+                   batch);
     }
     __syncwarp();
   }
@@ -75,6 +78,7 @@ struct Decision {
   if (!stop) {
     // Fill free slots a warp-batched pop at a time; stop at the first short
     // claim (the queue is empty for now).
+    const std::uint32_t batch_before = batch;
     for (;;) {
       const std::uint32_t room = p.args.max_batch - batch;
       if (room == 0) break;
@@ -83,6 +87,10 @@ struct Decision {
       batch = warp_admit(p.args, p.book, batch, popped.item[0], popped.item[0].is_valid());
       if (leader) counters.admitted += popped.claimed;
       if (popped.claimed < want) break;
+    }
+    if (leader && batch != batch_before) {
+      trace_record(p.observers.trace, TraceEventType::kAdmit, counters.steps, batch - batch_before,
+                   batch);
     }
   }
 
@@ -120,8 +128,11 @@ struct Decision {
     header.batch = batch;
     header.bucket = static_cast<std::uint32_t>(bucket);
     header.bucket_size = bucket_size;
+    trace_record(p.observers.trace, TraceEventType::kStepBegin, counters.steps, batch,
+                 static_cast<std::uint32_t>(bucket));
     counters.steps += 1;
     counters.step_pending = 1;
+    publish_progress(p.observers, counters.steps);
   }
   __syncwarp();
   return Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning, exec};
@@ -141,6 +152,11 @@ __device__ inline void report_exit(const SchedulerParams& p, EngineExit why) {
   status.admitted = counters.admitted;
   status.retired = counters.retired;
   status.device_launches = counters.device_launches;
+  if (counters.error_word != 0) {
+    trace_record(p.observers.trace, TraceEventType::kError, counters.steps, counters.error_word, 0);
+  }
+  trace_record(p.observers.trace, TraceEventType::kExit, counters.steps,
+               static_cast<std::uint32_t>(why), status.batch);
   counters.exits += 1;
   cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(status.exits)
       .store(counters.exits, cuda::std::memory_order_release);
