@@ -97,6 +97,9 @@ int RunFaultChild(Engine engine, test::Fault fault) {
     ++polls;
   }
   std::fprintf(stderr, "the fault surfaced after %d polls\n", polls);
+  // Also on stdout, which the parent passes through: the log shows the message.
+  std::printf("[ fault ] %s\n", first.ToString().c_str());
+  std::fflush(stdout);
   const char* expected_error =
       fault == test::Fault::kTrap ? "cudaErrorLaunchFailure" : "cudaErrorIllegalAddress";
   int failed = 0;

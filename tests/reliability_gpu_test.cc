@@ -356,7 +356,11 @@ TEST_P(ReliabilityTest, SeededEqualsCompletedPlusDrainedAcrossRestarts) {
   }
   BATON_ASSERT_OK(runtime->Start(GetParam()));
   submit(handed_back);
-  PollUntil(*runtime, needed_.size());
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!outstanding.empty() && Clock::now() < deadline) {
+    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+    for (size_t i = 0; i < n; ++i) complete(out[i]);
+  }
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport last, runtime->Stop());
   EXPECT_EQ(last.still_queued, 0u);
   EXPECT_TRUE(outstanding.empty());

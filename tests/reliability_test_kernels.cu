@@ -14,9 +14,11 @@ __device__ unsigned long long timer_ns() {
 }
 
 __global__ void stall_once(std::uint32_t* gate, unsigned long long stall_ns) {
+  // One thread and one kernel at a time: a load and a store suffice (an
+  // atomic read-modify-write on mapped host memory is not allowed over PCIe).
   SystemWord word(*gate);
-  std::uint32_t armed = kGateArmed;
-  if (!word.compare_exchange_strong(armed, kGateStarted, cuda::std::memory_order_acq_rel)) return;
+  if (word.load(cuda::std::memory_order_acquire) != kGateArmed) return;
+  word.store(kGateStarted, cuda::std::memory_order_release);
   const unsigned long long until = timer_ns() + stall_ns;
   while (timer_ns() < until) {
     __nanosleep(1000);
@@ -26,8 +28,8 @@ __global__ void stall_once(std::uint32_t* gate, unsigned long long stall_ns) {
 
 __global__ void fault_once(std::uint32_t* gate, Fault fault, std::uint32_t* unmapped) {
   SystemWord word(*gate);
-  std::uint32_t armed = kGateArmed;
-  if (!word.compare_exchange_strong(armed, kGateStarted, cuda::std::memory_order_acq_rel)) return;
+  if (word.load(cuda::std::memory_order_acquire) != kGateArmed) return;
+  word.store(kGateStarted, cuda::std::memory_order_release);
   if (fault == Fault::kTrap) __trap();
   *static_cast<volatile std::uint32_t*>(unmapped) = 0xdeadu;
 }

@@ -31,9 +31,9 @@ namespace {
 constexpr std::uint32_t kMaxRuntimeBatch = 1u << 16;
 constexpr std::uint32_t kMinTraceCapacity = 64;
 constexpr std::uint32_t kMaxTraceCapacity = 1u << 24;
-// How long the device may show no progress before the host spends a stream
-// query checking whether its context was lost (a fault ends progress too).
-constexpr absl::Duration kHealthCheckAfter = absl::Milliseconds(1);
+// While an engine runs, Poll checks at most this often with a stream query
+// whether a fault has lost the context (a fault ends the loop silently).
+constexpr absl::Duration kHealthCheckPeriod = absl::Milliseconds(1);
 // Trace events quoted in a watchdog or stop-timeout Status.
 constexpr size_t kEventsInStatus = 8;
 
@@ -155,9 +155,11 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<detail::EngineStatus>::Create(1));
     BATON_ASSIGN_OR_RETURN(control_staging_, MappedHostBuffer<detail::SchedulerControl>::Create(1));
     BATON_ASSIGN_OR_RETURN(trace_, detail::DeviceTraceRing::Create(options.trace_capacity));
-    BATON_ASSIGN_OR_RETURN(progress_, MappedHostBuffer<unsigned long long>::Create(1));
-    *progress_.host() = 0;
     watchdog_ = detail::ProgressWatchdog(options.watchdog_timeout);
+    // A tenth of the timeout keeps the detection delay near the timeout
+    // while costing Poll one small copy per period at most.
+    progress_period_ =
+        std::clamp(options.watchdog_timeout / 10, absl::Milliseconds(1), absl::Milliseconds(100));
     *status_.host() = detail::EngineStatus{};
     *control_staging_.host() = detail::SchedulerControl{};
     BATON_RETURN_IF_ERROR(header_.Fill(0));
@@ -295,7 +297,6 @@ class Runtime::Impl {
     params.counters = counters_.data();
     params.status = status_.device();
     params.observers.trace = trace_.view();
-    params.observers.progress = watchdog_.enabled() ? progress_.device() : nullptr;
     return params;
   }
 
@@ -462,7 +463,7 @@ class Runtime::Impl {
     }
     ++engine_launches_;
     engine_active_ = true;
-    watchdog_.Arm(absl::Now(), ReadProgress());
+    watchdog_.Arm(absl::Now(), seen_steps_);
     return absl::OkStatus();
   }
 
@@ -502,18 +503,22 @@ class Runtime::Impl {
                      failure_.message()));
   }
 
-  std::uint64_t ReadProgress() const {
-    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(*progress_.host())
-        .load(cuda::std::memory_order_relaxed);
+  // The watchdog's progress: the scheduler's step counter, read through the
+  // copy engine (no SM is needed, the loop keeps running, and the device
+  // pays nothing for being watched).
+  void ReadProgress() {
+    unsigned long long steps = 0;
+    if (cudaMemcpyAsync(&steps, &counters_.data()->steps, sizeof(steps), cudaMemcpyDeviceToHost,
+                        control_stream_.get()) == cudaSuccess &&
+        cudaStreamSynchronize(control_stream_.get()) == cudaSuccess) {
+      seen_steps_ = steps;
+    }
   }
 
-  // The step the loop is in, for messages: the progress word counts steps
-  // launched (host memory, readable even after the context is lost).
+  // The step the loop is in, for messages, as of the host's last look.
   std::string StepDescription() const {
-    if (!watchdog_.enabled()) return "an unknown step (the watchdog's progress word is off)";
-    const std::uint64_t steps = ReadProgress();
-    if (steps == 0) return "the first step (none had begun yet)";
-    return absl::StrCat("step ", steps - 1, " (the last one the scheduler launched)");
+    return absl::StrCat("step ", seen_steps_ == 0 ? 0 : seen_steps_ - 1,
+                        " (the last one the host saw begin)");
   }
 
   // The newest trace events as lines for a Status, or how to get them.
@@ -569,16 +574,18 @@ class Runtime::Impl {
   absl::Status Watch(absl::string_view op, bool check_stall) {
     if (state_ != State::kRunning || !engine_active_) return absl::OkStatus();
     const absl::Time now = absl::Now();
-    const absl::Duration still = watchdog_.StillFor(now, ReadProgress());
-    if (still < kHealthCheckAfter) return absl::OkStatus();
-    if (now - last_health_check_ >= kHealthCheckAfter) {
+    if (now - last_health_check_ >= kHealthCheckPeriod) {
       last_health_check_ = now;
       const cudaError_t error = cudaStreamQuery(launch_stream_.get());
       if (IsStickyCudaError(error)) return ContextLost(op, error);
     }
-    if (!check_stall || !watchdog_.enabled() || still <= watchdog_.timeout()) {
-      return absl::OkStatus();
+    if (!check_stall || !watchdog_.enabled()) return absl::OkStatus();
+    if (now - last_progress_read_ >= progress_period_) {
+      last_progress_read_ = now;
+      ReadProgress();
     }
+    const absl::Duration still = watchdog_.StillFor(now, seen_steps_);
+    if (still <= watchdog_.timeout()) return absl::OkStatus();
     return absl::DeadlineExceededError(absl::StrCat(
         op, ": watchdog: the ", EngineName(engine_), " engine made no progress for ",
         absl::FormatDuration(still), " (RuntimeOptions.watchdog_timeout ",
@@ -706,8 +713,10 @@ class Runtime::Impl {
   std::optional<DeviceGraph> bootstrap_;
   std::optional<ConditionalGraph> conditional_;
   detail::DeviceTraceRing trace_;
-  MappedHostBuffer<unsigned long long> progress_;  // steps launched (watchdog)
   detail::ProgressWatchdog watchdog_;
+  absl::Duration progress_period_;
+  absl::Time last_progress_read_ = absl::InfinitePast();
+  std::uint64_t seen_steps_ = 0;  // steps launched, as of the last read
   absl::Time last_health_check_ = absl::InfinitePast();
   bool context_lost_ = false;
 

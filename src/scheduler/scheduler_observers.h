@@ -1,6 +1,7 @@
 // What the scheduler publishes for the host to watch the loop without
-// synchronizing: a progress word for the watchdog and, when on, the device
-// trace ring. Part of SchedulerParams. Abseil-free.
+// synchronizing: when on, the device trace ring. (The watchdog needs nothing
+// here: it reads the scheduler's step counter through the copy engine.) Part
+// of SchedulerParams. Abseil-free.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,6 @@ struct TraceRing {
 
 struct SchedulerObservers {
   TraceRing trace;
-  // Mapped host memory (device pointer): the number of steps launched, stored
-  // every step so the host watchdog sees progress without a copy. Null when
-  // the watchdog is off.
-  unsigned long long* progress = nullptr;
 };
 
 }  // namespace baton::detail

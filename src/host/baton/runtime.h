@@ -44,8 +44,9 @@ struct RuntimeOptions {
   // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
   std::uint32_t trace_capacity = 0;
   // Watchdog: while an engine runs, Poll returns DeadlineExceeded when no step
-  // has begun for this long. absl::InfiniteDuration() turns it off (and the
-  // device's per-step progress store with it).
+  // has begun for this long (detected within a tenth of it more, at most
+  // 100 ms). absl::InfiniteDuration() turns it off. The device pays nothing:
+  // Poll reads the step counter through the copy engine.
   absl::Duration watchdog_timeout = absl::Seconds(2);
 };
 
