@@ -143,5 +143,17 @@ TEST(RuntimeOptions, TraceCapacityAndWatchdogTimeoutAreChecked) {
   EXPECT_TRUE(ValidateRuntimeOptions(options).ok());
 }
 
+// The batch limits of the catalogue: 0 and above the runtime's limit.
+TEST(RuntimeOptions, MaxBatchZeroAndAboveTheLimitAreRefused) {
+  for (std::uint32_t max_batch : {0u, (1u << 16) + 1}) {
+    RuntimeOptions options;
+    options.max_batch = max_batch;
+    options.mailbox_capacity = 1u << 17;
+    const absl::Status status = ValidateRuntimeOptions(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_TRUE(Contains(status.message(), "is outside [1, 65536]")) << status;
+  }
+}
+
 }  // namespace
 }  // namespace baton
