@@ -35,8 +35,10 @@ for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$dir" ] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# The full log stays in the working directory (CTest's: build/tests), also
+# when a timeout kills this script.
+log="$PWD/sanitize-$tool-$(basename "$binary").log"
+echo "log: $log"
 # API errors are not reported: the tests provoke them on purpose and assert
 # the Status.
 "$sanitizer" --tool "$tool" --error-exitcode 99 --report-api-errors no "$binary" "$@" >"$log" 2>&1
