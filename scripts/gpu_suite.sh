@@ -43,23 +43,9 @@ mkdir -p "$out/tests" "$out/samples" "$out/logs"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/device.csv" 2>&1
 nvidia-smi > "$out/logs/nvidia-smi.txt" 2>&1
 
-# The error count a compute-sanitizer log ends with: "ERROR SUMMARY: N errors"
-# (memcheck, synccheck, initcheck) or "RACECHECK SUMMARY: ... (N errors, ...)".
-sanitizer_errors() {
-  grep -E "(ERROR|RACECHECK) SUMMARY" "$1" | grep -oE "[0-9]+ errors?" | tail -n 1 | grep -oE "^[0-9]+"
-}
-# Test binaries a tool skips, with the reason (the other tools still run them).
-# cublaslt_graph_gpu_test runs cuBLASLt's Hopper kernels: under racecheck they
-# fault with an illegal address (memcheck runs the same test clean), and
-# synccheck reports divergent barriers inside cuBLAS's small-N GEMM kernel
-# (gemmSN_*), which --kernel-name-exclude does not reach for graph launches.
-# Both are library code, not Baton's.
-sanitizer_skips() {
-  case "$1:$2" in
-    racecheck:cublaslt_graph_gpu_test | synccheck:cublaslt_graph_gpu_test) return 0 ;;
-  esac
-  return 1
-}
+# sanitizer_errors and sanitizer_skips (which binaries a tool skips, and why).
+# shellcheck source=scripts/sanitizer_skips.sh
+source "$here/sanitizer_skips.sh"
 
 status=0
 if [ -n "${BATON_SUITE_SANITIZE:-}" ]; then
@@ -79,8 +65,8 @@ if [ -n "${BATON_SUITE_SANITIZE:-}" ]; then
     fi
     while read -r name; do
       [ -n "$name" ] || continue
-      if sanitizer_skips "$tool" "$name"; then
-        echo "$tool $name: skipped (library kernels; see sanitizer_skips)" | tee -a "$out/sanitize.txt"
+      if reason=$(sanitizer_skips "$tool" "$name"); then
+        echo "$tool $name: skipped ($reason)" | tee -a "$out/sanitize.txt"
         continue
       fi
       log="$out/logs/$tool-$name.log"

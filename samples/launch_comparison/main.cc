@@ -22,6 +22,7 @@
 #include "baton/status.h"
 #include "baton/step_graph.h"
 #include "baton/synthetic_step.h"
+#include "baton/trace.h"
 #include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
@@ -32,6 +33,9 @@ ABSL_FLAG(int, steps, 2000, "steps per timed run (N)");
 ABSL_FLAG(int, repeats, 11, "timed runs per mode (the median is reported)");
 ABSL_FLAG(bool, raw_dp, true,
           "time the raw dynamic-parallelism mode (the mechanism's floor); false reports it as n/a");
+ABSL_FLAG(std::string, trace, "",
+          "write the device trace of one Baton tail-launch engine run (K=3, or the first K) as "
+          "Chrome/Perfetto JSON to this file (open it in ui.perfetto.dev)");
 
 namespace baton::samples {
 namespace {
@@ -85,8 +89,27 @@ absl::Status Verify(Loop& loop, int kernels, int steps, const std::string& mode,
   return absl::OkStatus();
 }
 
-absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, Loop& loop,
-                            Report& report) {
+constexpr char kTracedTailLaunch[] = "Baton tail-launch engine, trace on";
+
+// The trace of the runtime's last engine run (the events after the exit
+// before it) as Chrome/Perfetto JSON.
+absl::Status WriteLastRunTrace(const Runtime& runtime, const std::string& path, Report& report) {
+  BATON_ASSIGN_OR_RETURN(const std::vector<TraceEvent> events, runtime.Trace());
+  size_t begin = 0;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    if (events[i].type == TraceEventType::kExit) begin = i + 1;
+  }
+  const std::vector<TraceEvent> run(events.begin() + begin, events.end());
+  BATON_RETURN_IF_ERROR(WriteTraceJson(run, path));
+  report.SetParam("trace file", path);
+  report.SetParam("trace events", static_cast<std::int64_t>(run.size()));
+  std::cout << "wrote the trace of one tail-launch engine run (" << run.size() << " events) to "
+            << path << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, int trace_kernels,
+                            Loop& loop, Report& report) {
   cudaStream_t stream = loop.stream.get();
   loop.initial = LoopState{};
   loop.initial.target = steps;
@@ -141,9 +164,13 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
   runtime_options.queue_capacity = 32;
   // The same step with one bucket and with two (the multi-bucket conditional
   // engine's structure; the batch of 1 always fits the first bucket).
-  auto make_runtime =
-      [&](std::vector<std::uint32_t> buckets) -> absl::StatusOr<std::unique_ptr<Runtime>> {
-    BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(runtime_options));
+  auto make_runtime = [&](std::vector<std::uint32_t> buckets,
+                          RuntimeOptions options =
+                              RuntimeOptions{}) -> absl::StatusOr<std::unique_ptr<Runtime>> {
+    options.max_batch = runtime_options.max_batch;
+    options.mailbox_capacity = runtime_options.mailbox_capacity;
+    options.queue_capacity = runtime_options.queue_capacity;
+    BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
     StepProgram program;
     program.name = absl::StrCat("launch_comparison K=", kernels);
     program.buckets = std::move(buckets);
@@ -170,6 +197,15 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
     BATON_ASSIGN_OR_RETURN(StepProgram program, SyntheticStepProgram(options));
     BATON_RETURN_IF_ERROR(synthetic->RegisterStepProgram(std::move(program)));
   }
+  // What the reliability features cost, side by side with the default (trace
+  // off, watchdog on): the device trace on, and the watchdog's per-step
+  // progress store off.
+  RuntimeOptions traced_options;
+  traced_options.trace_capacity = 1u << 16;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> traced, make_runtime({1}, traced_options));
+  RuntimeOptions unwatched_options;
+  unwatched_options.watchdog_timeout = absl::InfiniteDuration();
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> unwatched, make_runtime({1}, unwatched_options));
   // An engine stays started across its timed runs, the way a server runs it:
   // each run submits one item and the idle engine relaunches on its stream;
   // the item's completion comes back through Poll.
@@ -279,6 +315,10 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
                   /*synthetic_program=*/true),
       engine_mode("Baton DP engine, synthetic step", synthetic.get(), Engine::kDynamicParallelism,
                   /*synthetic_program=*/true),
+      engine_mode(kTracedTailLaunch, traced.get(), Engine::kTailLaunch),
+      engine_mode("Baton conditional engine, trace on", traced.get(), Engine::kConditional),
+      engine_mode("Baton tail-launch engine, watchdog off", unwatched.get(), Engine::kTailLaunch),
+      engine_mode("Baton conditional engine, watchdog off", unwatched.get(), Engine::kConditional),
       {"dynamic parallelism",
        [&]() -> absl::Status {
          BATON_CUDA_RETURN_IF_ERROR(
@@ -316,6 +356,10 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, L
     // value was checked above instead.
     if (!mode.synthetic) BATON_RETURN_IF_ERROR(Verify(loop, kernels, steps, mode.name, report));
     timings.push_back(std::move(timing));
+    if (mode.name == kTracedTailLaunch && kernels == trace_kernels &&
+        !absl::GetFlag(FLAGS_trace).empty()) {
+      BATON_RETURN_IF_ERROR(WriteLastRunTrace(*traced, absl::GetFlag(FLAGS_trace), report));
+    }
   }
   // The reference every ratio is taken against: what a host-driven loop over
   // CUDA graphs (PyTorch CUDA graphs, vLLM-style) pays per step.
@@ -357,9 +401,13 @@ absl::Status Run(Report& report) {
   BATON_ASSIGN_OR_RETURN(loop.stream, CreateStream());
   BATON_ASSIGN_OR_RETURN(loop.state, DeviceBuffer<LoopState>::Create(1));
   BATON_ASSIGN_OR_RETURN(loop.readback, MappedHostBuffer<std::uint32_t>::Create(1));
+  const int trace_kernels =
+      std::find(kernel_counts.begin(), kernel_counts.end(), 3) != kernel_counts.end()
+          ? 3
+          : kernel_counts.front();
   for (int kernels : kernel_counts) {
-    BATON_RETURN_IF_ERROR(
-        RunKernelCount(kernels, steps, repeats, device.multiprocessors, loop, report));
+    BATON_RETURN_IF_ERROR(RunKernelCount(kernels, steps, repeats, device.multiprocessors,
+                                         trace_kernels, loop, report));
   }
   return absl::OkStatus();
 }

@@ -59,7 +59,15 @@ absl::StatusOr<std::uint32_t> ChooseBucket(absl::Span<const std::uint32_t> sizes
 absl::StatusOr<BucketTable> BucketTable::Create(std::vector<BucketGraph> buckets,
                                                 cudaStream_t stream) {
   BucketTable table;
-  for (const BucketGraph& bucket : buckets) table.sizes_.push_back(bucket.bucket_size);
+  for (const BucketGraph& bucket : buckets) {
+    // A null handle in the device table would reach a device graph launch.
+    if (bucket.graph.handle() == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("BucketTable::Create: the graph of bucket ", bucket.bucket_size,
+                       " is empty (a moved-from DeviceGraph): pass the certified graph itself"));
+    }
+    table.sizes_.push_back(bucket.bucket_size);
+  }
   BATON_RETURN_IF_ERROR(ValidateBucketSizes(table.sizes_));
   table.buckets_ = std::move(buckets);
   BATON_ASSIGN_OR_RETURN(table.entries_, DeviceBuffer<DeviceBucketEntry>::Create(table.size()));

@@ -112,6 +112,11 @@ absl::StatusOr<DeviceGraph> CaptureDeviceGraph(cudaStream_t stream, EnqueueFn en
 }
 
 absl::Status DeviceGraph::Launch(cudaStream_t stream) const {
+  if (!exec_) {
+    return absl::FailedPreconditionError(
+        "DeviceGraph::Launch: this DeviceGraph is empty (moved from); launch the one it was "
+        "moved into");
+  }
   BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_.get(), stream));
   return absl::OkStatus();
 }

@@ -18,15 +18,25 @@
 #include "baton/nvtx.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
+#include "baton/trace.h"
 #include "baton/work_queue.h"
 #include "dp_engine.h"
+#include "progress_watchdog.h"
 #include "scheduler_node.h"
 #include "scheduler_params.h"
+#include "trace_ring.h"
 
 namespace baton {
 namespace {
 
 constexpr std::uint32_t kMaxRuntimeBatch = 1u << 16;
+constexpr std::uint32_t kMinTraceCapacity = 64;
+constexpr std::uint32_t kMaxTraceCapacity = 1u << 24;
+// While an engine runs, Poll checks at most this often with a stream query
+// whether a fault has lost the context (a fault ends the loop silently).
+constexpr absl::Duration kHealthCheckPeriod = absl::Milliseconds(1);
+// Trace events quoted in a watchdog or stop-timeout Status.
+constexpr size_t kEventsInStatus = 8;
 
 bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -95,6 +105,19 @@ absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
   if (options.stop_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("RuntimeOptions.stop_timeout must be positive");
   }
+  if (options.trace_capacity != 0 &&
+      (!IsPowerOfTwo(options.trace_capacity) || options.trace_capacity < kMinTraceCapacity ||
+       options.trace_capacity > kMaxTraceCapacity)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions.trace_capacity ", options.trace_capacity,
+                     " is neither 0 (off) nor a power of two in [", kMinTraceCapacity, ", ",
+                     kMaxTraceCapacity, "]: use 0 or a power of two such as 65536"));
+  }
+  if (options.watchdog_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "RuntimeOptions.watchdog_timeout must be positive: use absl::InfiniteDuration() to turn "
+        "the watchdog off");
+  }
   return absl::OkStatus();
 }
 
@@ -146,6 +169,12 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<detail::SchedulerParams>::Create(3));
     BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<detail::EngineStatus>::Create(1));
     BATON_ASSIGN_OR_RETURN(control_staging_, MappedHostBuffer<detail::SchedulerControl>::Create(1));
+    BATON_ASSIGN_OR_RETURN(trace_, detail::DeviceTraceRing::Create(options.trace_capacity));
+    watchdog_ = detail::ProgressWatchdog(options.watchdog_timeout);
+    // A tenth of the timeout keeps the detection delay near the timeout
+    // while costing Poll one small copy per period at most.
+    progress_period_ =
+        std::clamp(options.watchdog_timeout / 10, absl::Milliseconds(1), absl::Milliseconds(100));
     *status_.host() = detail::EngineStatus{};
     *control_staging_.host() = detail::SchedulerControl{};
     BATON_RETURN_IF_ERROR(header_.Fill(0));
@@ -169,7 +198,9 @@ class Runtime::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status Start(Engine engine) {
+  absl::Status Start(Engine engine) { return Checked("Start", StartEngine(engine)); }
+
+  absl::Status StartEngine(Engine engine) {
     switch (state_) {
       case State::kCreated:
         return absl::FailedPreconditionError(
@@ -178,8 +209,7 @@ class Runtime::Impl {
         return absl::FailedPreconditionError(absl::StrCat(
             "Start: the ", EngineName(engine_), " engine is already running: Stop it first"));
       case State::kFailed:
-        return absl::FailedPreconditionError(absl::StrCat(
-            "Start: the runtime failed earlier and cannot run again: ", failure_.ToString()));
+        return FailedEarlier("Start");
       default:
         break;
     }
@@ -196,7 +226,7 @@ class Runtime::Impl {
   }
 
   absl::Status Submit(absl::Span<const WorkItem> items) {
-    if (state_ == State::kFailed) return failure_;
+    if (state_ == State::kFailed) return FailedEarlier("Submit");
     if (state_ == State::kStopped) {
       return absl::FailedPreconditionError(
           "Submit after Stop/Abort: the runtime is stopped; Start it again first (items still "
@@ -205,21 +235,33 @@ class Runtime::Impl {
     size_t accepted = 0;
     const absl::Status seeded = queue_.Seed(items, &accepted);
     submitted_ += accepted;
-    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Resume());
+    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Checked("Submit", Resume()));
     return seeded;
   }
 
   absl::StatusOr<size_t> Poll(absl::Span<Completion> out) {
-    if (state_ == State::kFailed) return failure_;
-    BATON_RETURN_IF_ERROR(Observe());
+    if (state_ == State::kFailed) return FailedEarlier("Poll");
+    BATON_RETURN_IF_ERROR(Checked("Poll", Observe()));
+    // Before taking completions: a Status must not swallow any.
+    BATON_RETURN_IF_ERROR(Watch("Poll", /*check_stall=*/true));
     const size_t n = mailbox_.Poll(out);
     completed_ += n;
-    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Resume());
+    if (state_ == State::kRunning) BATON_RETURN_IF_ERROR(Checked("Poll", Resume()));
     return n;
   }
 
-  absl::StatusOr<StopReport> Stop() { return End(/*abort=*/false); }
-  absl::StatusOr<StopReport> Abort() { return End(/*abort=*/true); }
+  absl::StatusOr<StopReport> Stop() { return CheckedEnd("Stop", /*abort=*/false); }
+  absl::StatusOr<StopReport> Abort() { return CheckedEnd("Abort", /*abort=*/true); }
+
+  absl::StatusOr<std::vector<TraceEvent>> Trace(size_t max_events) const {
+    if (!trace_.enabled()) {
+      return absl::FailedPreconditionError(
+          "Trace: the device trace is off: set RuntimeOptions.trace_capacity (e.g. 65536) when "
+          "creating the runtime");
+    }
+    if (context_lost_) return FailedEarlier("Trace");
+    return trace_.Snapshot(control_stream_.get(), max_events);
+  }
 
   RuntimeStats stats() const {
     RuntimeStats stats;
@@ -271,6 +313,7 @@ class Runtime::Impl {
     params.control = control_.data();
     params.counters = counters_.data();
     params.status = status_.device();
+    params.observers.trace = trace_.view();
     return params;
   }
 
@@ -454,6 +497,7 @@ class Runtime::Impl {
     }
     ++engine_launches_;
     engine_active_ = true;
+    watchdog_.Arm(absl::Now(), seen_steps_);
     return absl::OkStatus();
   }
 
@@ -469,6 +513,7 @@ class Runtime::Impl {
     if (last_exit_ == EngineExit::kError) {
       // Wait for the launch to finish so a CUDA error, if any, is the one reported.
       const cudaError_t sync = cudaStreamSynchronize(launch_stream_.get());
+      if (IsStickyCudaError(sync)) return ContextLost("Poll", sync);
       absl::Status why = DeviceErrorStatus(status_.host()->error_word,
                                            absl::StrCat(EngineName(engine_), " engine"));
       if (why.ok()) why = CudaStatus(sync, "the engine's graph launch", __FILE__, __LINE__);
@@ -486,6 +531,106 @@ class Runtime::Impl {
     failure_ = why;
     state_ = State::kFailed;
     return why;
+  }
+
+  // What every call gets after the failure was reported once.
+  absl::Status FailedEarlier(absl::string_view op) const {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": the runtime failed earlier and refuses further use; the failure was: ",
+                     failure_.message()));
+  }
+
+  // The watchdog's progress: the scheduler's step counter, read through the
+  // copy engine (no SM is needed, the loop keeps running, and the device
+  // pays nothing for being watched).
+  void ReadProgress() {
+    unsigned long long steps = 0;
+    if (cudaMemcpyAsync(&steps, &counters_.data()->steps, sizeof(steps), cudaMemcpyDeviceToHost,
+                        control_stream_.get()) == cudaSuccess &&
+        cudaStreamSynchronize(control_stream_.get()) == cudaSuccess) {
+      seen_steps_ = steps;
+    }
+  }
+
+  // The step the loop is in, for messages, as of the host's last look.
+  std::string StepDescription() const {
+    return absl::StrCat("step ", seen_steps_ == 0 ? 0 : seen_steps_ - 1,
+                        " (the last one the host saw begin)");
+  }
+
+  // The newest trace events as lines for a Status, or how to get them.
+  std::string RecentEvents() const {
+    if (!trace_.enabled()) {
+      return " Set RuntimeOptions.trace_capacity to see the scheduler's last events here.";
+    }
+    const absl::StatusOr<std::vector<TraceEvent>> events =
+        trace_.Snapshot(control_stream_.get(), kEventsInStatus);
+    if (!events.ok() || events->empty()) return " No trace events could be read.";
+    std::string text = " Last trace events:";
+    for (const TraceEvent& event : *events) {
+      absl::StrAppend(&text, "\n  ", FormatTraceEvent(event, events->front().time_ns));
+    }
+    return text;
+  }
+
+  // A fault (trap, illegal address, ...) poisons the process's CUDA context:
+  // report it once, clearly, then refuse further use.
+  absl::Status ContextLost(absl::string_view op, cudaError_t error) {
+    context_lost_ = true;
+    return Fail(absl::Status(
+        CudaErrorCode(error),
+        absl::StrCat(op, ": the ", EngineName(engine_),
+                     " engine's device loop hit a sticky CUDA "
+                     "error, ",
+                     cudaGetErrorName(error), " (", cudaGetErrorString(error),
+                     "), during or after ", StepDescription(),
+                     ": a step kernel trapped or faulted (e.g. an out-of-bounds access). The CUDA "
+                     "context of this process is lost and every later CUDA call in it fails: "
+                     "destroy the Runtime and restart the process (compute-sanitizer memcheck "
+                     "names the faulting kernel).")));
+  }
+
+  // A failed call may be the first to see a lost context: report that
+  // instead of the raw CUDA error it got.
+  absl::Status Checked(absl::string_view op, absl::Status status) {
+    if (status.ok() || state_ == State::kFailed) return status;
+    const cudaError_t error = cudaStreamQuery(control_stream_.get());
+    if (IsStickyCudaError(error)) return ContextLost(op, error);
+    return status;
+  }
+
+  absl::StatusOr<StopReport> CheckedEnd(absl::string_view op, bool abort) {
+    absl::StatusOr<StopReport> report = End(abort);
+    if (!report.ok()) return Checked(op, report.status());
+    return report;
+  }
+
+  // While an engine runs: a context lost to a fault (checked once the
+  // progress word has been still for a moment), and with `check_stall` the
+  // watchdog.
+  absl::Status Watch(absl::string_view op, bool check_stall) {
+    if (state_ != State::kRunning || !engine_active_) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now - last_health_check_ >= kHealthCheckPeriod) {
+      last_health_check_ = now;
+      const cudaError_t error = cudaStreamQuery(launch_stream_.get());
+      if (IsStickyCudaError(error)) return ContextLost(op, error);
+    }
+    if (!check_stall || !watchdog_.enabled()) return absl::OkStatus();
+    if (now - last_progress_read_ >= progress_period_) {
+      last_progress_read_ = now;
+      ReadProgress();
+    }
+    const absl::Duration still = watchdog_.StillFor(now, seen_steps_);
+    if (still <= watchdog_.timeout()) return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrCat(
+        op, ": watchdog: the ", EngineName(engine_), " engine made no progress for ",
+        absl::FormatDuration(still), " (RuntimeOptions.watchdog_timeout ",
+        absl::FormatDuration(watchdog_.timeout()), "): ", StepDescription(),
+        " has not finished, so a step kernel may be stuck or spinning. Call Abort() to end the "
+        "loop at the next step boundary and get the in-flight items back (it waits up to "
+        "RuntimeOptions.stop_timeout); if the step never ends, the process must exit.",
+        RecentEvents()));
   }
 
   // Work the device has not finished, as of its last exit.
@@ -506,7 +651,7 @@ class Runtime::Impl {
       // After a device failure the loop has ended; Abort still hands back
       // what it held (unless the context itself is gone, which the reads
       // below then report).
-      if (!abort || engine_active_) return failure_;
+      if (!abort || engine_active_ || context_lost_) return FailedEarlier(abort ? "Abort" : "Stop");
       StopReport report;
       BATON_RETURN_IF_ERROR(Collect(/*abort=*/true, report));
       return report;
@@ -524,6 +669,7 @@ class Runtime::Impl {
     const absl::Time deadline = absl::Now() + options_.stop_timeout;
     for (;;) {
       BATON_RETURN_IF_ERROR(Observe());
+      BATON_RETURN_IF_ERROR(Watch(abort ? "Abort" : "Stop", /*check_stall=*/false));
       const size_t n = mailbox_.Poll(absl::MakeSpan(chunk));
       completed_ += n;
       report.completions.insert(report.completions.end(), chunk.begin(), chunk.begin() + n);
@@ -536,10 +682,10 @@ class Runtime::Impl {
         BATON_RETURN_IF_ERROR(LaunchEngine());
       }
       if (absl::Now() > deadline) {
-        return Fail(absl::DeadlineExceededError(
-            absl::StrCat(abort ? "Abort" : "Stop", ": the ", EngineName(engine_),
-                         " engine did not end within ", absl::FormatDuration(options_.stop_timeout),
-                         " (last exit: ", ExitName(last_exit_), "); a step kernel may be stuck")));
+        return Fail(absl::DeadlineExceededError(absl::StrCat(
+            abort ? "Abort" : "Stop", ": the ", EngineName(engine_), " engine did not end within ",
+            absl::FormatDuration(options_.stop_timeout), " (last exit: ", ExitName(last_exit_),
+            "); a step kernel may be stuck in ", StepDescription(), ".", RecentEvents())));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -604,6 +750,13 @@ class Runtime::Impl {
   std::optional<BucketTable> bucket_table_;
   std::optional<DeviceGraph> bootstrap_;
   std::optional<ConditionalGraph> conditional_;
+  detail::DeviceTraceRing trace_;
+  detail::ProgressWatchdog watchdog_;
+  absl::Duration progress_period_;
+  absl::Time last_progress_read_ = absl::InfinitePast();
+  std::uint64_t seen_steps_ = 0;  // steps launched, as of the last read
+  absl::Time last_health_check_ = absl::InfinitePast();
+  bool context_lost_ = false;
 
   std::uint64_t submitted_ = 0;
   std::uint64_t completed_ = 0;
@@ -633,6 +786,9 @@ absl::Status Runtime::Submit(absl::Span<const WorkItem> items) { return impl_->S
 absl::StatusOr<size_t> Runtime::Poll(absl::Span<Completion> out) { return impl_->Poll(out); }
 absl::StatusOr<StopReport> Runtime::Stop() { return impl_->Stop(); }
 absl::StatusOr<StopReport> Runtime::Abort() { return impl_->Abort(); }
+absl::StatusOr<std::vector<TraceEvent>> Runtime::Trace(size_t max_events) const {
+  return impl_->Trace(max_events);
+}
 RuntimeStats Runtime::stats() const { return impl_->stats(); }
 bool Runtime::running() const { return impl_->running(); }
 cudaStream_t Runtime::stream() const { return impl_->stream(); }

@@ -12,6 +12,7 @@
 #include "baton/device_launch.cuh"
 #include "baton/work_queue.cuh"
 #include "scheduler_params.h"
+#include "scheduler_trace.cuh"
 
 namespace baton::detail {
 
@@ -37,6 +38,7 @@ struct Decision {
   const volatile SchedulerControl* control = p.control;
   const bool abort = control->abort != 0;
   const bool stop = control->stop != 0;
+  TraceCursor trace = trace_open(p.observers.trace, leader);
   // Small tables (the usual case): lane i holds bucket i.
   const bool small_table = p.buckets.count <= 32;
   std::uint32_t lane_size = 0;
@@ -49,6 +51,11 @@ struct Decision {
   // After a device error the loop is over: a graph someone else still
   // launches (e.g. a step's own tail launch) must not run the loop on.
   if (error_word != 0) return Decision{kNoBucket, EngineExit::kError, nullptr};
+  // Every return below publishes the events this decision traced.
+  auto decided = [&trace](Decision decision) {
+    trace_close(trace);
+    return decision;
+  };
 
   if (step_pending != 0) {
     const std::uint32_t retiring = warp_collect_retired(p.args, p.book, batch);
@@ -57,7 +64,7 @@ struct Decision {
     published = __shfl_sync(kFullWarp, published, 0);
     // A full mailbox: change nothing, park; Poll frees room and relaunches,
     // and this step's retirement is retried then.
-    if (!published) return Decision{kNoBucket, EngineExit::kMailboxFull, nullptr};
+    if (!published) return decided(Decision{kNoBucket, EngineExit::kMailboxFull, nullptr});
     if (retiring > 0) {
       batch = warp_compact(p.args, p.book, batch);
     } else {
@@ -66,15 +73,17 @@ struct Decision {
     if (leader) {
       counters.retired += retiring;
       counters.step_pending = 0;
+      trace_record(trace, TraceEventType::kStepEnd, counters.steps - 1, retiring, batch);
     }
     __syncwarp();
   }
 
-  if (abort) return Decision{kNoBucket, EngineExit::kAborted, nullptr};
+  if (abort) return decided(Decision{kNoBucket, EngineExit::kAborted, nullptr});
 
   if (!stop) {
     // Fill free slots a warp-batched pop at a time; stop at the first short
     // claim (the queue is empty for now).
+    const std::uint32_t batch_before = batch;
     for (;;) {
       const std::uint32_t room = p.args.max_batch - batch;
       if (room == 0) break;
@@ -84,10 +93,13 @@ struct Decision {
       if (leader) counters.admitted += popped.claimed;
       if (popped.claimed < want) break;
     }
+    if (leader && batch != batch_before) {
+      trace_record(trace, TraceEventType::kAdmit, counters.steps, batch - batch_before, batch);
+    }
   }
 
   if (batch == 0) {
-    return Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle, nullptr};
+    return decided(Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle, nullptr});
   }
   int bucket = -1;
   std::uint32_t bucket_size = 0;
@@ -112,7 +124,7 @@ struct Decision {
     if (leader) {
       record_device_error(&counters.error_word, DeviceErrorSite::kSchedulerState, batch);
     }
-    return Decision{kNoBucket, EngineExit::kError, nullptr};
+    return decided(Decision{kNoBucket, EngineExit::kError, nullptr});
   }
   if (leader) {
     StepHeader& header = *p.args.header;
@@ -120,11 +132,13 @@ struct Decision {
     header.batch = batch;
     header.bucket = static_cast<std::uint32_t>(bucket);
     header.bucket_size = bucket_size;
+    trace_record(trace, TraceEventType::kStepBegin, counters.steps, batch,
+                 static_cast<std::uint32_t>(bucket));
     counters.steps += 1;
     counters.step_pending = 1;
   }
   __syncwarp();
-  return Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning, exec};
+  return decided(Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning, exec});
 }
 
 // Publishes why the loop ended. Leader lane only. The status block is mapped
@@ -141,6 +155,13 @@ __device__ inline void report_exit(const SchedulerParams& p, EngineExit why) {
   status.admitted = counters.admitted;
   status.retired = counters.retired;
   status.device_launches = counters.device_launches;
+  TraceCursor trace = trace_open(p.observers.trace, /*leader=*/true);
+  if (counters.error_word != 0) {
+    trace_record(trace, TraceEventType::kError, counters.steps, counters.error_word, 0);
+  }
+  trace_record(trace, TraceEventType::kExit, counters.steps, static_cast<std::uint32_t>(why),
+               status.batch);
+  trace_close(trace);
   counters.exits += 1;
   cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(status.exits)
       .store(counters.exits, cuda::std::memory_order_release);

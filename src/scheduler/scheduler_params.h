@@ -13,6 +13,7 @@
 #include "baton/engine.h"
 #include "baton/step_args.h"
 #include "baton/work_item.h"
+#include "scheduler_observers.h"
 
 namespace baton::detail {
 
@@ -77,6 +78,8 @@ struct SchedulerParams {
   cudaGraphConditionalHandle switch_handle = 0;
   // Multi-bucket conditional engine: each bucket body's inner WHILE handle.
   const cudaGraphConditionalHandle* stay_handles = nullptr;  // device [buckets.count]
+  // The watchdog's progress word and the device trace (scheduler_observers.h).
+  SchedulerObservers observers;
 };
 
 }  // namespace baton::detail

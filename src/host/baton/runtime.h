@@ -31,6 +31,7 @@
 #include "baton/device_step.h"
 #include "baton/engine.h"
 #include "baton/step_args.h"
+#include "baton/trace_event.h"
 #include "baton/work_item.h"
 
 namespace baton {
@@ -41,6 +42,14 @@ struct RuntimeOptions {
   std::uint32_t max_batch = 64;                     // active items per step, <= the largest bucket
                                                     // (any size on the dynamic-parallelism engine)
   absl::Duration stop_timeout = absl::Seconds(10);  // how long Stop/Abort wait for the device
+  // Device trace: a ring of this many scheduler events (0 = off, the default,
+  // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
+  std::uint32_t trace_capacity = 0;
+  // Watchdog: while an engine runs, Poll returns DeadlineExceeded when no step
+  // has begun for this long (detected within a tenth of it more, at most
+  // 100 ms). absl::InfiniteDuration() turns it off. The device pays nothing:
+  // Poll reads the step counter through the copy engine.
+  absl::Duration watchdog_timeout = absl::Seconds(2);
 };
 
 // What a step program's enqueue function is told for each bucket it captures.
@@ -112,7 +121,12 @@ class Runtime {
 
   // Copies up to out.size() completions into `out` and returns how many;
   // resumes an engine that went idle or parked with work pending. A device
-  // failure comes back here as a Status.
+  // failure comes back here as a Status: a device error word once (its
+  // code), a fault that poisoned the CUDA context once (Internal, saying the
+  // process must restart); after either, every call returns
+  // FailedPrecondition naming it. The watchdog's DeadlineExceeded (no step
+  // began within RuntimeOptions.watchdog_timeout) takes no completions and
+  // leaves the runtime running: call Abort to get the in-flight items back.
   [[nodiscard]] absl::StatusOr<size_t> Poll(absl::Span<Completion> out);
 
   // Drain: admit nothing new, let every active item finish, then end the
@@ -126,6 +140,13 @@ class Runtime {
   // completions not yet polled, the in-flight items and the queued count, so
   // no work is lost; the runtime stays failed.
   [[nodiscard]] absl::StatusOr<StopReport> Abort();
+
+  // The newest device trace events (at most `max_events`, 0 = all the ring
+  // holds), oldest first. Copied while the loop runs (events being
+  // overwritten during the copy are left out) or after it ended; write them
+  // out with baton::WriteTraceJson (baton/trace.h). FailedPrecondition when
+  // RuntimeOptions.trace_capacity is 0.
+  [[nodiscard]] absl::StatusOr<std::vector<TraceEvent>> Trace(size_t max_events = 0) const;
 
   [[nodiscard]] RuntimeStats stats() const;
   [[nodiscard]] bool running() const;

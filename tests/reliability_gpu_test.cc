@@ -1,0 +1,402 @@
+// Reliability of the runtime on the GPU, on every engine (support/engine_list.h):
+// the device trace tells the truth about the loop (every step begun ends,
+// admits and retires add up to the items), the watchdog notices a stalled
+// step and Abort then hands back the in-flight work, the watchdog never fires
+// on a healthy loop, and across Start/Stop/Abort cycles every seeded item is
+// completed or handed back exactly once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <cuda/atomic>
+#include <vector>
+
+#include "baton/bucket_table.h"
+#include "baton/cuda_resources.h"
+#include "baton/runtime.h"
+#include "baton/trace.h"
+#include "reliability_test_kernels.h"
+#include "runtime_test_kernels.h"
+#include "support/engine_list.h"
+#include "support/gpu_test.h"
+
+namespace baton {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint32_t kMaxItems = 8192;
+
+bool Contains(absl::string_view text, absl::string_view part) {
+  return text.find(part) != absl::string_view::npos;
+}
+
+class ReliabilityTest : public testing::GpuTest, public ::testing::WithParamInterface<Engine> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    rng_.seed(std::random_device{}());
+    BATON_ASSERT_OK_AND_ASSIGN(runs_, DeviceBuffer<std::uint32_t>::Create(kMaxItems));
+    BATON_ASSERT_OK(runs_.Fill(0));
+    BATON_ASSERT_OK_AND_ASSIGN(gate_, MappedHostBuffer<std::uint32_t>::Create(1));
+    *gate_.host() = test::kGateIdle;
+  }
+
+  // The countdown program (runtime_test_kernels.h), with a kernel that
+  // stalls once armed when `stall_ns` > 0.
+  absl::StatusOr<std::unique_ptr<Runtime>> MakeRuntime(const RuntimeOptions& options,
+                                                       unsigned long long stall_ns = 0) {
+    BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(options));
+    StepProgram program;
+    program.name = "countdown";
+    program.buckets = PowerOfTwoBuckets(options.max_batch);
+    std::uint32_t* runs = runs_.data();
+    std::uint32_t* gate = gate_.device();
+    program.enqueue = [runs, gate, stall_ns](const StepContext& context,
+                                             cudaStream_t stream) -> absl::Status {
+      if (stall_ns > 0) BATON_CUDA_RETURN_IF_ERROR(test::EnqueueStallOnce(gate, stall_ns, stream));
+      BATON_CUDA_RETURN_IF_ERROR(
+          test::EnqueueCountdownStep(context.args, context.bucket_size, runs, stream));
+      return absl::OkStatus();
+    };
+    BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(std::move(program)));
+    return runtime;
+  }
+
+  std::vector<WorkItem> MakeItems(std::uint32_t count, std::uint32_t min_steps,
+                                  std::uint32_t max_steps) {
+    std::vector<WorkItem> items;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t id = next_id_++;
+      const std::uint32_t steps =
+          std::uniform_int_distribution<std::uint32_t>(min_steps, max_steps)(rng_);
+      items.push_back(WorkItem::make(1, id, steps));
+      needed_[id] = steps;
+    }
+    return items;
+  }
+
+  void Account(const Completion& c) {
+    ASSERT_TRUE(needed_.count(c.id)) << "phantom completion for id " << c.id;
+    EXPECT_EQ(++completed_[c.id], 1) << "id " << c.id << " completed twice";
+    EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
+    EXPECT_EQ(c.steps, needed_[c.id]) << "id " << c.id;
+    EXPECT_EQ(c.value, test::CountdownValue(c.id, needed_[c.id])) << "id " << c.id;
+  }
+
+  void PollUntil(Runtime& runtime, size_t count) {
+    std::vector<Completion> out(128);
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (completed_.size() < count && Clock::now() < deadline) {
+      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
+      for (size_t i = 0; i < n; ++i) Account(out[i]);
+    }
+    ASSERT_EQ(completed_.size(), count) << "completions missing after 60 s";
+  }
+
+  std::mt19937 rng_;
+  DeviceBuffer<std::uint32_t> runs_;
+  MappedHostBuffer<std::uint32_t> gate_;
+  std::uint32_t next_id_ = 0;
+  std::map<std::uint32_t, std::uint32_t> needed_;
+  std::map<std::uint32_t, int> completed_;
+};
+
+// The trace of a finished run accounts for every step and item: sequences
+// consecutive, time never backwards, each step begins once (in order) and
+// ends with its retirement, admits and retires each add up to the items, the
+// bucket of each step fits its batch, and the JSON has one slice per step.
+TEST_P(ReliabilityTest, TraceAccountsForEveryStepAndItem) {
+  RuntimeOptions options;
+  options.max_batch = 32;
+  options.trace_capacity = 1u << 16;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(200, 1, 40)));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  PollUntil(*runtime, 200);
+  BATON_ASSERT_OK(runtime->Stop().status());
+  BATON_ASSERT_OK_AND_ASSIGN(const std::vector<TraceEvent> events, runtime->Trace());
+  const RuntimeStats stats = runtime->stats();
+  ASSERT_FALSE(events.empty());
+  ASSERT_LT(events.size(), options.trace_capacity) << "the ring wrapped; the test needs all";
+
+  std::uint64_t admitted = 0;
+  std::uint64_t retired = 0;
+  std::uint64_t begun = 0;
+  std::uint64_t ended = 0;
+  std::uint64_t exits = 0;
+  std::uint32_t batch = 0;
+  const std::vector<std::uint32_t> buckets = PowerOfTwoBuckets(options.max_batch);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TraceEvent& e = events[i];
+    EXPECT_EQ(e.sequence, static_cast<std::uint32_t>(i)) << "event " << i;
+    if (i > 0) EXPECT_GE(e.time_ns, events[i - 1].time_ns) << "time went backwards at " << i;
+    switch (e.type) {
+      case TraceEventType::kAdmit:
+        admitted += e.a;
+        EXPECT_EQ(e.b, batch + e.a);
+        batch = e.b;
+        break;
+      case TraceEventType::kStepBegin:
+        EXPECT_EQ(e.step, begun) << "steps begin in order";
+        EXPECT_EQ(e.a, batch);
+        ASSERT_LT(e.b, buckets.size());
+        EXPECT_GE(buckets[e.b], e.a) << "bucket " << e.b << " too small for batch " << e.a;
+        if (e.b > 0) EXPECT_LT(buckets[e.b - 1], e.a) << "not the smallest fitting bucket";
+        ++begun;
+        break;
+      case TraceEventType::kStepEnd:
+        EXPECT_EQ(e.step + 1, begun) << "a step ends after it began";
+        retired += e.a;
+        EXPECT_EQ(e.b, batch - e.a);
+        batch = e.b;
+        ++ended;
+        break;
+      case TraceEventType::kExit:
+        ++exits;
+        EXPECT_NE(e.a, static_cast<std::uint32_t>(EngineExit::kError));
+        break;
+      default:
+        ADD_FAILURE() << "unexpected event " << FormatTraceEvent(e, 0);
+    }
+  }
+  EXPECT_EQ(admitted, 200u);
+  EXPECT_EQ(retired, 200u);
+  EXPECT_EQ(begun, stats.steps);
+  EXPECT_EQ(ended, stats.steps);
+  EXPECT_EQ(exits, stats.engine_exits);
+  EXPECT_EQ(events.back().type, TraceEventType::kExit);
+  EXPECT_TRUE(events.back().a == static_cast<std::uint32_t>(EngineExit::kIdle) ||
+              events.back().a == static_cast<std::uint32_t>(EngineExit::kDrained))
+      << FormatTraceEvent(events.back(), 0);
+
+  const std::string json = TraceJson(events);
+  size_t slices = 0;
+  for (size_t at = 0; (at = json.find(R"("ph":"X")", at)) != std::string::npos; ++at) ++slices;
+  EXPECT_EQ(slices, stats.steps);
+  EXPECT_TRUE(Contains(json, R"("traceEvents":[)"));
+  BATON_ASSERT_OK_AND_ASSIGN(const std::vector<TraceEvent> last, runtime->Trace(5));
+  ASSERT_EQ(last.size(), 5u);
+  EXPECT_EQ(last.back().sequence, events.back().sequence);
+}
+
+// Trace() copies while the loop runs: the events come back in order, the
+// newest ones present, none torn (sequence numbers consecutive).
+TEST_P(ReliabilityTest, TraceWhileTheLoopRunsIsOrderedAndAdvances) {
+  RuntimeOptions options;
+  options.max_batch = 8;
+  options.trace_capacity = 256;  // small: the ring wraps many times while copied
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(8, 1u << 30, 1u << 30)));  // never finish
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  std::uint32_t previous_last = 0;
+  for (int round = 0; round < 20; ++round) {
+    // Wait for new events (steps are slower under compute-sanitizer).
+    std::vector<TraceEvent> events;
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      BATON_ASSERT_OK_AND_ASSIGN(events, runtime->Trace());
+    } while (round > 0 && !events.empty() && events.back().sequence == previous_last &&
+             Clock::now() < deadline);
+    ASSERT_FALSE(events.empty());
+    EXPECT_LE(events.size(), 256u);
+    for (size_t i = 1; i < events.size(); ++i) {
+      ASSERT_EQ(events[i].sequence, events[i - 1].sequence + 1) << "round " << round;
+      ASSERT_GE(events[i].time_ns, events[i - 1].time_ns) << "round " << round;
+    }
+    if (round > 0) EXPECT_GT(events.back().sequence, previous_last) << "the trace did not advance";
+    previous_last = events.back().sequence;
+  }
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Abort());
+  EXPECT_EQ(report.in_flight.size(), 8u);
+}
+
+TEST_P(ReliabilityTest, TraceWhenOffIsAClearStatus) {
+  RuntimeOptions options;
+  options.max_batch = 8;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  const absl::Status status = runtime->Trace().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_TRUE(Contains(status.message(), "set RuntimeOptions.trace_capacity")) << status;
+}
+
+// A step kernel stalls for 3 s (bounded, on the global timer): with a 500 ms
+// timeout, Poll reports it, naming the engine and step, quoting the trace and
+// saying to Abort; Poll keeps the runtime usable; Abort then hands back the
+// in-flight items once the step ends, and no item is lost.
+TEST_P(ReliabilityTest, WatchdogReportsAStalledStepAndAbortHandsBackTheWork) {
+  RuntimeOptions options;
+  options.max_batch = 8;
+  options.trace_capacity = 1024;
+  options.watchdog_timeout = absl::Milliseconds(500);
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, /*stall_ns=*/3'000'000'000ull));
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(20, 1u << 30, 1u << 30)));  // never finish
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  std::vector<Completion> out(16);
+  for (int i = 0; i < 10; ++i) BATON_ASSERT_OK(runtime->Poll(absl::MakeSpan(out)).status());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> gate(*gate_.host());
+  gate.store(test::kGateArmed, cuda::std::memory_order_release);
+  const auto armed_at = Clock::now();
+  while (gate.load(cuda::std::memory_order_acquire) == test::kGateArmed) {
+    ASSERT_LT(Clock::now() - armed_at, std::chrono::seconds(10)) << "the stall never began";
+  }
+  const auto stall_began = Clock::now();
+  absl::Status status;
+  while (status.ok() && Clock::now() - stall_began < std::chrono::seconds(10)) {
+    const absl::StatusOr<size_t> n = runtime->Poll(absl::MakeSpan(out));
+    status = n.status();
+    if (n.ok()) EXPECT_EQ(*n, 0u);
+  }
+  const double detected_s = std::chrono::duration<double>(Clock::now() - stall_began).count();
+  std::printf("[ watchdog ] %s engine: stall detected %.3f s after it began (timeout 0.5 s)\n",
+              testing::EngineTestName({GetParam(), 0}).c_str(), detected_s);
+  std::printf("[ watchdog ] %s\n", std::string(status.message()).c_str());
+  ASSERT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_LT(detected_s, 5.0) << "generous bound: the watchdog fired far too late";
+  EXPECT_TRUE(Contains(status.message(), "watchdog")) << status;
+  EXPECT_TRUE(Contains(status.message(), GetParam() == Engine::kTailLaunch ? "tail-launch engine"
+                                                                           : "conditional "
+                                                                             "engine"))
+      << status;
+  EXPECT_TRUE(Contains(status.message(), "has not finished")) << status;
+  EXPECT_TRUE(Contains(status.message(), "Call Abort()")) << status;
+  EXPECT_TRUE(Contains(status.message(), "Last trace events:")) << status;
+  EXPECT_TRUE(Contains(status.message(), "step_begin")) << status;
+  EXPECT_TRUE(runtime->running()) << "a stall is reported, not treated as a failure";
+  EXPECT_EQ(gate.load(), test::kGateStarted) << "the stall should still be going on";
+
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Abort());
+  EXPECT_EQ(gate.load(), test::kGateFinished);
+  EXPECT_EQ(report.in_flight.size(), 8u);
+  EXPECT_EQ(report.in_flight.size() + report.still_queued, 20u) << "work was lost";
+  std::set<std::uint32_t> ids;
+  for (const WorkItem& item : report.in_flight) ids.insert(item.id);
+  EXPECT_EQ(ids.size(), 8u) << "an item came back twice";
+}
+
+// A healthy loop with a short timeout never trips the watchdog: a loop that
+// runs for many timeouts, polled often and polled after a long pause, idle
+// gaps longer than the timeout, and waves of work. Timed by the clock rather
+// than by step counts, so it holds under compute-sanitizer's slower steps.
+TEST_P(ReliabilityTest, WatchdogNeverFiresOnAHealthyLoop) {
+  {
+    // Warm-up: module loading (slow under compute-sanitizer) happens here,
+    // not inside a watched window.
+    RuntimeOptions warm;
+    warm.max_batch = 64;
+    BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(warm));
+    BATON_ASSERT_OK(runtime->Submit(MakeItems(8, 1, 4)));
+    BATON_ASSERT_OK(runtime->Start(GetParam()));
+    PollUntil(*runtime, 8);
+    BATON_ASSERT_OK(runtime->Stop().status());
+  }
+  RuntimeOptions options;
+  options.max_batch = 64;
+  options.watchdog_timeout = absl::Milliseconds(200);
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  std::vector<Completion> out(128);
+  // 1.5 s of items that never finish: Poll often, then not at all for 300 ms.
+  BATON_ASSERT_OK(runtime->Submit(MakeItems(64, 1u << 30, 1u << 30)));
+  const auto busy_until = Clock::now() + std::chrono::milliseconds(1200);
+  while (Clock::now() < busy_until) {
+    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+    EXPECT_EQ(n, 0u);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // no Poll meanwhile
+  BATON_ASSERT_OK(runtime->Poll(absl::MakeSpan(out)).status());
+  const std::uint64_t busy_steps = runtime->stats().steps;
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport aborted, runtime->Abort());
+  EXPECT_EQ(aborted.in_flight.size(), 64u);
+  for (const WorkItem& item : aborted.in_flight) needed_.erase(item.id);
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  size_t expected = completed_.size();  // the warm-up's completions
+  for (int wave = 0; wave < 3; ++wave) {
+    BATON_ASSERT_OK(runtime->Submit(MakeItems(96, 20, 200)));
+    expected += 96;
+    PollUntil(*runtime, expected);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the engine is idle
+    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+    EXPECT_EQ(n, 0u);
+  }
+  BATON_ASSERT_OK(runtime->Stop().status());
+  EXPECT_GT(busy_steps, 100u) << "the loop should have run through the busy phase";
+}
+
+// Seeded = completed + handed back, exactly, across Start/Stop/Abort cycles
+// with items still queued: after Stop every unfinished item is still queued
+// (nothing in flight); after Abort the in-flight items come back and the rest
+// stay queued. Aborted items are resubmitted; at the end every item has
+// completed exactly once.
+TEST_P(ReliabilityTest, SeededEqualsCompletedPlusDrainedAcrossRestarts) {
+  RuntimeOptions options;
+  options.max_batch = 16;
+  options.queue_capacity = 2048;
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
+  std::set<std::uint32_t> outstanding;  // submitted, not completed, not handed back
+  std::vector<WorkItem> handed_back;
+  auto submit = [&](const std::vector<WorkItem>& items) {
+    BATON_ASSERT_OK(runtime->Submit(items));
+    for (const WorkItem& item : items) EXPECT_TRUE(outstanding.insert(item.id).second);
+  };
+  auto complete = [&](const Completion& c) {
+    Account(c);
+    EXPECT_EQ(outstanding.erase(c.id), 1u) << "id " << c.id << " was not outstanding";
+  };
+  submit(MakeItems(300, 1, 60));
+  std::vector<Completion> out(32);
+  for (int cycle = 0; cycle < 6; ++cycle) {
+    SCOPED_TRACE(::testing::Message() << "cycle " << cycle);
+    BATON_ASSERT_OK(runtime->Start(GetParam()));
+    submit(handed_back);
+    handed_back.clear();
+    submit(MakeItems(40, 1, 60));
+    for (int polls = 0; polls < 3;) {
+      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+      for (size_t i = 0; i < n; ++i) complete(out[i]);
+      if (n > 0) ++polls;
+    }
+    const bool abort = cycle % 2 == 1;
+    BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, abort ? runtime->Abort() : runtime->Stop());
+    for (const Completion& c : report.completions) complete(c);
+    if (abort) {
+      for (const WorkItem& item : report.in_flight) {
+        EXPECT_EQ(outstanding.erase(item.id), 1u) << "in-flight id " << item.id;
+        handed_back.push_back(WorkItem::make(1, item.id, needed_[item.id]));
+      }
+    } else {
+      EXPECT_TRUE(report.in_flight.empty());
+    }
+    EXPECT_EQ(outstanding.size(), report.still_queued) << "seeded != completed + drained";
+    EXPECT_GT(report.still_queued, 0u) << "the test wants items still queued at each stop";
+  }
+  BATON_ASSERT_OK(runtime->Start(GetParam()));
+  submit(handed_back);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!outstanding.empty() && Clock::now() < deadline) {
+    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
+    for (size_t i = 0; i < n; ++i) complete(out[i]);
+  }
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport last, runtime->Stop());
+  EXPECT_EQ(last.still_queued, 0u);
+  EXPECT_TRUE(outstanding.empty());
+  EXPECT_EQ(completed_.size(), needed_.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, ReliabilityTest, ::testing::ValuesIn(testing::AllEngines()),
+                         testing::EngineTestName);
+
+}  // namespace
+}  // namespace baton
