@@ -32,6 +32,7 @@
 #include "baton/device.h"
 #include "baton/runtime.h"
 #include "baton/status.h"
+#include "baton/trace.h"
 #include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
@@ -57,6 +58,10 @@ ABSL_FLAG(std::uint64_t, soak_steps, 0,
           "soak mode when > 0: the first --models/--batches entry served by --soak_engine for at "
           "least this many steps with continuous random submissions (e.g. 1000000)");
 ABSL_FLAG(std::string, soak_engine, "tail", "soak mode's engine: tail or conditional");
+ABSL_FLAG(
+    std::string, trace, "",
+    "write the device trace (Chrome/Perfetto JSON) of the first scenario's first Baton engine "
+    "to this file; that engine's timings then include the trace's cost");
 ABSL_FLAG(std::uint64_t, seed, 1, "weights, prompts and sampling seed");
 
 namespace baton::samples {
@@ -193,7 +198,7 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text) 
 }
 
 absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoice>& engines,
-                         double bandwidth, Report& report) {
+                         double bandwidth, bool trace, Report& report) {
   BATON_ASSIGN_OR_RETURN(
       DecoderConfig config,
       ModelPreset(scenario.model, absl::GetFlag(FLAGS_dtype) == "bf16" ? DecoderDType::kBFloat16
@@ -251,6 +256,7 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       runtime_options.max_batch = batch;
       runtime_options.queue_capacity = 1u << 12;
       runtime_options.mailbox_capacity = 1u << 12;
+      if (trace) runtime_options.trace_capacity = 1u << 16;
       BATON_ASSIGN_OR_RETURN(runtime, Runtime::Create(runtime_options));
       BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram(buckets)));
     }
@@ -275,6 +281,13 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       p99s.push_back(Percentile(run->step_us, 0.99));
       rates.push_back(run->tokens / run->seconds);
       last = std::move(*run);
+    }
+    if (trace && runtime != nullptr) {
+      BATON_ASSIGN_OR_RETURN(const std::vector<TraceEvent> events, runtime->Trace());
+      BATON_RETURN_IF_ERROR(WriteTraceJson(events, absl::GetFlag(FLAGS_trace)));
+      report.SetParam("trace", absl::StrCat(absl::GetFlag(FLAGS_trace), " (", name, ", ",
+                                            choice.label, ", ", events.size(), " events)"));
+      trace = false;
     }
     const double step_us = Median(step_means);
     const double overhead = step_us - bound_us;
@@ -399,8 +412,9 @@ absl::Status Run(Report& report) {
   BATON_ASSIGN_OR_RETURN(Stream stream, CreateStream());
   BATON_ASSIGN_OR_RETURN(const double bandwidth, MeasureBandwidth(stream.get()));
   report.SetParam("copy_bandwidth_GBps", bandwidth * 1e-9);
-  for (const Scenario& scenario : scenarios) {
-    BATON_RETURN_IF_ERROR(RunScenario(scenario, engines, bandwidth, report));
+  for (std::size_t i = 0; i < scenarios.size(); ++i) {
+    BATON_RETURN_IF_ERROR(RunScenario(scenarios[i], engines, bandwidth,
+                                      i == 0 && !absl::GetFlag(FLAGS_trace).empty(), report));
   }
   return absl::OkStatus();
 }

@@ -60,6 +60,9 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   runtime_options.max_batch = batch;
   runtime_options.queue_capacity = 1u << 14;
   runtime_options.mailbox_capacity = 1u << 14;
+  // Far below the 2 s default, so a false alarm in a million steps would show
+  // (Poll returns DeadlineExceeded, which ends the soak as a failure).
+  runtime_options.watchdog_timeout = absl::Milliseconds(250);
   BATON_ASSIGN_OR_RETURN(auto runtime, Runtime::Create(runtime_options));
   BATON_RETURN_IF_ERROR(
       runtime->RegisterStepProgram(model->MakeStepProgram(PowerOfTwoBuckets(batch))));
@@ -149,6 +152,7 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   const std::uint64_t drained = stop.completions.size() + stop.still_queued;
   const std::uint64_t lost = submitted - completed - drained;
 
+  report.SetParam("soak_watchdog_timeout_ms", static_cast<std::int64_t>(250));
   report.SetParam("soak_engine",
                   options.engine == Engine::kTailLaunch ? "tail-launch" : "conditional");
   report.AddRow()
