@@ -12,7 +12,8 @@ __global__ void batch_round(StepArgs args, detail::BatchBook book, const std::ui
     if (finish[p]) finish_item(args, p, TestResult(p, args.items[p].id));
   }
   __syncwarp();
-  const std::uint32_t retired = detail::warp_collect_retired(args, book, batch);
+  const std::uint32_t retired =
+      detail::warp_collect_retired(args, book, batch, detail::load_first_round(args));
   batch = detail::warp_compact(args, book, batch);
   for (std::uint32_t base = 0; base < offer_count; base += 32) {
     const std::uint32_t i = base + threadIdx.x;

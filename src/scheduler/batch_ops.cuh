@@ -18,22 +18,43 @@ inline constexpr unsigned kFullWarp = 0xffffffffu;
   return __popc(mask & ((1u << lane_id()) - 1u));
 }
 
+// Positions [0, 32) of the step's finished flags and step counts, loaded by
+// the scheduler together with its other first loads: for a batch of up to 32
+// (the usual decode batch) retiring and advancing then need no dependent
+// round trip to L2. Lanes at or past max_batch hold 0.
+struct FirstRound {
+  std::uint32_t finished = 0;
+  std::uint32_t item_steps = 0;
+};
+
+[[nodiscard]] __device__ inline FirstRound load_first_round(const StepArgs& args) {
+  FirstRound round;
+  const unsigned lane = lane_id();
+  if (lane < args.max_batch) {
+    round.finished = args.finished[lane];
+    round.item_steps = args.item_steps[lane];
+  }
+  return round;
+}
+
 // Writes a Completion for every finished position in [0, batch) into
 // book.retired, in position order; returns how many. Changes nothing else, so
 // the caller can still back out (e.g. when the mailbox is full).
 [[nodiscard]] __device__ inline std::uint32_t warp_collect_retired(const StepArgs& args,
                                                                    const BatchBook& book,
-                                                                   std::uint32_t batch) {
+                                                                   std::uint32_t batch,
+                                                                   const FirstRound& first) {
   std::uint32_t count = 0;
   for (std::uint32_t base = 0; base < batch; base += 32) {
     const std::uint32_t position = base + lane_id();
-    const bool done = position < batch && args.finished[position] != 0;
+    const bool live = position < batch;
+    const bool done = live && (base == 0 ? first.finished : args.finished[position]) != 0;
     const unsigned mask = __ballot_sync(kFullWarp, done);
     if (done) {
       Completion& c = book.retired[count + lanes_below(mask)];
       c.id = args.items[position].id;
       c.status = static_cast<std::uint32_t>(CompletionStatus::kCompleted);
-      c.steps = args.item_steps[position] + 1;
+      c.steps = (base == 0 ? first.item_steps : args.item_steps[position]) + 1;
       c.value = args.results[position];
     }
     count += __popc(mask);
@@ -86,8 +107,11 @@ __device__ inline std::uint32_t warp_compact(const StepArgs& args, const BatchBo
 
 // After a step in which nothing finished: positions stay, each item counts one
 // more step. The cheap path of warp_compact.
-__device__ inline void warp_advance(const StepArgs& args, std::uint32_t batch) {
-  for (std::uint32_t position = lane_id(); position < batch; position += 32) {
+__device__ inline void warp_advance(const StepArgs& args, std::uint32_t batch,
+                                    const FirstRound& first) {
+  const unsigned lane = lane_id();
+  if (lane < batch) args.item_steps[lane] = first.item_steps + 1;
+  for (std::uint32_t position = lane + 32; position < batch; position += 32) {
     args.item_steps[position] += 1;
   }
   __syncwarp();

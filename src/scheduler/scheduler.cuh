@@ -32,6 +32,7 @@ struct Decision {
   const unsigned lane = lane_id();
   const bool leader = lane == 0;
   std::uint32_t batch = p.book.counts->batch;
+  const FirstRound first = load_first_round(p.args);
   const std::uint32_t step_pending = counters.step_pending;
   const std::uint32_t error_word = counters.error_word;
   // Volatile: the host rewrites these through the copy engine while we run.
@@ -58,7 +59,7 @@ struct Decision {
   };
 
   if (step_pending != 0) {
-    const std::uint32_t retiring = warp_collect_retired(p.args, p.book, batch);
+    const std::uint32_t retiring = warp_collect_retired(p.args, p.book, batch, first);
     int published = 1;
     if (retiring > 0 && leader) published = mailbox_try_push(p.mailbox, p.book.retired, retiring);
     published = __shfl_sync(kFullWarp, published, 0);
@@ -68,7 +69,7 @@ struct Decision {
     if (retiring > 0) {
       batch = warp_compact(p.args, p.book, batch);
     } else {
-      warp_advance(p.args, batch);
+      warp_advance(p.args, batch, first);
     }
     if (leader) {
       counters.retired += retiring;

@@ -12,9 +12,11 @@ constexpr int kSchedulerThreads = 32;
 __global__ void __launch_bounds__(kSchedulerThreads)
     tail_launch_scheduler(const SchedulerParams* params) {
   // Launched with launch_step_kernel: we may start while the step's last
-  // kernel still runs, so wait for its results before reading them.
-  wait_for_previous_nodes();
+  // kernel still runs. The parameters are the host's, written before the
+  // engine started, so their load overlaps that kernel; everything the step
+  // wrote is read only after the wait.
   const SchedulerParams p = *params;
+  wait_for_previous_nodes();
   const Decision decision = decide(p);
   if (lane_id() != 0) return;
   if (decision.exit != EngineExit::kRunning) {
@@ -32,8 +34,8 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 __global__ void __launch_bounds__(kSchedulerThreads)
     conditional_scheduler(const SchedulerParams* params, ConditionalRole role,
                           std::uint32_t body_bucket) {
+  const SchedulerParams p = *params;  // the host's: may load before the wait
   wait_for_previous_nodes();
-  const SchedulerParams p = *params;
   SchedulerCounters& counters = *p.counters;
   if (role == ConditionalRole::kOuter && counters.decision_carried != 0) {
     // An inner scheduler already decided this step (in another bucket).
