@@ -396,8 +396,8 @@ TEST_F(DecodeKernelsTest, SiluMulMatchesReference) {
 TEST_F(DecodeKernelsTest, GemvMatchesReference) {
   for (DecoderDType dtype : kDTypes) {
     SCOPED_TRACE(Name(dtype));
-    // 1001 rows (a partial block of 8), 520 inputs (not a multiple of 256),
-    // 7 live positions (a partial tile of 4) in a capacity of 9.
+    // 1001 rows (a partial block of 16), 520 inputs (a partial k-block of
+    // 32), 7 live positions (a partial tile of 8) in a capacity of 9.
     const int out_features = 1001, in_features = 520;
     const std::uint32_t capacity = 9, active = 7;
     const auto w = RandomHalf(std::size_t{1001} * 520, dtype, 1.0 / std::sqrt(520.0));

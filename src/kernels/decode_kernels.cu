@@ -15,6 +15,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 #include <cuda/functional>
+#include <type_traits>
 #include <utility>
 
 #include "baton/decode_kernels.h"
@@ -568,19 +569,44 @@ __global__ void __launch_bounds__(kSelectThreads)
 }
 
 // ---------------------------------------------------------------------------
-// GEMV: a warp per weight row, a tile of positions per block row. Each lane
-// streams its share of the row with kGemvUnroll 16-byte loads in flight, the
-// first of them issued before the previous node ends (weights are constant).
-// A position's sum is the same whatever the tile or batch: lane partials in
-// a fixed order, then the same warp reduction (batch invariance).
+// GEMV on tensor cores: a block computes 16 weight rows x 8 positions with
+// mma.sync m16n8k16 (fp32 accumulation); its 8 warps split the row's
+// 32-element k-blocks round robin, each with kMmaUnroll k-blocks of 16-byte
+// loads in flight (the first issued before the previous node ends: weights
+// are constant), and the block adds the warps' partials in warp order. A
+// position's result is one column of the mma, computed from its own inputs
+// in a fixed order whatever the other columns hold: the same bits for any
+// batch, bucket or position (batch invariance). k inside a k-block is
+// permuted the same way for weights and inputs (lane c holds the 8
+// consecutive elements 8c..8c+7, split between the two mmas), which leaves
+// the dot product unchanged and keeps every load 16 bytes.
 
-constexpr int kGemvWarps = 4;   // rows per block
-constexpr int kGemvUnroll = 8;  // weight loads per lane in flight
-// Positions per block row. One tile size for every batch keeps the compiled
-// arithmetic of a position the same whatever the bucket.
-constexpr int kGemvTile = 8;
+constexpr int kMmaRows = 16;
+constexpr int kMmaPositions = 8;
+constexpr int kMmaWarps = 8;
+constexpr int kMmaK = 32;  // elements of a row per k-block (two mmas)
+constexpr int kMmaUnroll = 4;
 
 enum class GemvInput { kPlain, kGated };
+
+// d += A (16x16, row-major) * B (16x8, col-major), fp32 accumulation.
+template <class T>
+__device__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                          unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
 
 // Element vector v of position p's input: x itself, or silu(gate) * up of a
 // gate | up row rounded to the storage type (what EnqueueSiluMul writes).
@@ -603,59 +629,73 @@ __device__ Packed<T, kVector> gemv_input(const T* x, int in_features, std::uint3
   }
 }
 
-template <class T, int Tile, GemvInput Input>
-__global__ void __launch_bounds__(kGemvWarps * 32)
+template <class T, GemvInput Input>
+__global__ void __launch_bounds__(kMmaWarps * 32)
     gemv_kernel(const T* w, int out_features, int in_features, const T* x, DecodeBatch batch,
                 T* y) {
+  __shared__ float partial[kMmaWarps][kMmaRows * kMmaPositions];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int r = blockIdx.x * kGemvWarps + warp;
-  const bool row_ok = r < out_features;
-  const int vectors = in_features / kVector;
-  const T* w_row = w + static_cast<std::size_t>(row_ok ? r : 0) * in_features;
-  Packed<T, kVector> wv[kGemvUnroll];
-  const auto load_weights = [&](int base) {
+  const int g = lane / 4;  // row g and g + 8 of A, column g of B
+  const int c = lane % 4;  // elements 8c..8c+7 of each k-block
+  const int row0 = blockIdx.x * kMmaRows;
+  const bool a_ok = row0 + g < out_features;
+  const bool b_ok = row0 + g + 8 < out_features;
+  const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
+  const T* a_row = w + static_cast<std::size_t>(a_ok ? row0 + g : 0) * in_features + 8 * c;
+  const T* b_row = w + static_cast<std::size_t>(b_ok ? row0 + g + 8 : 0) * in_features + 8 * c;
+  uint4 wa[kMmaUnroll], wb[kMmaUnroll];
+  const auto load_weights = [&](int kb0) {
 #pragma unroll
-    for (int j = 0; j < kGemvUnroll; ++j) {
-      const int v = base + j * 32 + lane;
-      wv[j] = row_ok && v < vectors ? load_packed<T, kVector>(w_row + v * kVector)
-                                    : zero_packed<T, kVector>();
+    for (int j = 0; j < kMmaUnroll; ++j) {
+      const int kb = kb0 + j * kMmaWarps;
+      const bool k_ok = kb < k_blocks && kb * kMmaK + 8 * c < in_features;
+      wa[j] = a_ok && k_ok ? *reinterpret_cast<const uint4*>(a_row + kb * kMmaK) : uint4{};
+      wb[j] = b_ok && k_ok ? *reinterpret_cast<const uint4*>(b_row + kb * kMmaK) : uint4{};
     }
   };
-  load_weights(0);
+  load_weights(warp);
   enter_step_node();
   const std::uint32_t active = *batch.active;
-  const std::uint32_t p0 = blockIdx.y * Tile;
-  if (!row_ok || p0 >= active) return;
-  const int tile = min(Tile, static_cast<int>(active - p0));
-  float acc[Tile] = {};
-  for (int base = 0; base < vectors; base += kGemvUnroll * 32) {
-    if (base > 0) load_weights(base);
+  const std::uint32_t p0 = blockIdx.y * kMmaPositions;
+  if (p0 >= active) return;  // uniform across the block
+  const std::uint32_t p = p0 + g;
+  const bool p_ok = p < active;
+  float d[4] = {};
+  for (int kb0 = warp; kb0 < k_blocks; kb0 += kMmaUnroll * kMmaWarps) {
+    if (kb0 != warp) load_weights(kb0);
+    uint4 xv[kMmaUnroll];
 #pragma unroll
-    for (int b = 0; b < Tile; ++b) {
-      if (b < tile) {
-        Packed<T, kVector> xv[kGemvUnroll];
+    for (int j = 0; j < kMmaUnroll; ++j) {
+      const int kb = kb0 + j * kMmaWarps;
+      const int k = kb * kMmaK + 8 * c;
+      xv[j] = p_ok && kb < k_blocks && k < in_features
+                  ? gemv_input<T, Input>(x, in_features, p, k / kVector).bits
+                  : uint4{};
+    }
 #pragma unroll
-        for (int j = 0; j < kGemvUnroll; ++j) {
-          const int v = base + j * 32 + lane;
-          xv[j] = v < vectors ? gemv_input<T, Input>(x, in_features, p0 + b, v)
-                              : zero_packed<T, kVector>();
-        }
-#pragma unroll
-        for (int j = 0; j < kGemvUnroll; ++j) {
-#pragma unroll
-          for (int e = 0; e < kVector; ++e) acc[b] += wv[j][e] * xv[j][e];
-        }
+    for (int j = 0; j < kMmaUnroll; ++j) {
+      if (kb0 + j * kMmaWarps < k_blocks) {  // uniform across the warp
+        mma_16816<T>(d, wa[j].x, wb[j].x, wa[j].y, wb[j].y, xv[j].x, xv[j].y);
+        mma_16816<T>(d, wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv[j].z, xv[j].w);
       }
     }
   }
-  using WarpReduce = cub::WarpReduce<float>;
-  __shared__ typename WarpReduce::TempStorage temp[kGemvWarps];
+  // d0, d1: row g, columns 2c, 2c + 1; d2, d3: row g + 8.
+  partial[warp][g * kMmaPositions + 2 * c] = d[0];
+  partial[warp][g * kMmaPositions + 2 * c + 1] = d[1];
+  partial[warp][(g + 8) * kMmaPositions + 2 * c] = d[2];
+  partial[warp][(g + 8) * kMmaPositions + 2 * c + 1] = d[3];
+  __syncthreads();
+  if (threadIdx.x < kMmaRows * kMmaPositions) {
+    const int r = threadIdx.x / kMmaPositions;
+    const int n = threadIdx.x % kMmaPositions;
+    float sum = 0.0f;
 #pragma unroll
-  for (int b = 0; b < Tile; ++b) {
-    const float sum = WarpReduce(temp[warp]).Sum(acc[b]);
-    __syncwarp();
-    if (lane == 0 && b < tile) store(y, static_cast<std::size_t>(p0 + b) * out_features + r, sum);
+    for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][threadIdx.x];
+    if (row0 + r < out_features && p0 + n < active) {
+      store(y, static_cast<std::size_t>(p0 + n) * out_features + row0 + r, sum);
+    }
   }
 }
 
@@ -767,12 +807,12 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
-  const dim3 grid((out_features + kGemvWarps - 1) / kGemvWarps,
-                  (batch.capacity + kGemvTile - 1) / kGemvTile);
+  const dim3 grid((out_features + kMmaRows - 1) / kMmaRows,
+                  (batch.capacity + kMmaPositions - 1) / kMmaPositions);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    return launch_step_kernel(gemv_kernel<T, kGemvTile, Input>, grid, dim3(kGemvWarps * 32), 0,
-                              stream, static_cast<const T*>(w), out_features, in_features,
+    return launch_step_kernel(gemv_kernel<T, Input>, grid, dim3(kMmaWarps * 32), 0, stream,
+                              static_cast<const T*>(w), out_features, in_features,
                               static_cast<const T*>(x), batch, static_cast<T*>(y));
   });
 }
