@@ -586,6 +586,8 @@ constexpr int kMmaPositions = 8;
 constexpr int kMmaWarps = 8;
 constexpr int kMmaK = 32;  // elements of a row per k-block (two mmas)
 constexpr int kMmaUnroll = 4;
+constexpr int kMmaMaxSplit = 8;        // blocks of a cluster (portable size)
+constexpr int kMmaTargetBlocks = 264;  // two per SM of an H100/H200
 
 enum class GemvInput { kPlain, kGated };
 
@@ -634,10 +636,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     gemv_kernel(const T* w, int out_features, int in_features, const T* x, DecodeBatch batch,
                 T* y) {
   __shared__ float partial[kMmaWarps][kMmaRows * kMmaPositions];
+  __shared__ float block_sum[kMmaRows * kMmaPositions];
+  const cg::cluster_group cluster = cg::this_cluster();
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;  // row g and g + 8 of A, column g of B
   const int c = lane % 4;  // elements 8c..8c+7 of each k-block
+  // The cluster's blocks split the k-blocks of the same rows and positions.
+  const int first = static_cast<int>(cluster.block_rank()) * kMmaWarps + warp;
+  const int stride = static_cast<int>(cluster.num_blocks()) * kMmaWarps;
   const int row0 = blockIdx.x * kMmaRows;
   const bool a_ok = row0 + g < out_features;
   const bool b_ok = row0 + g + 8 < out_features;
@@ -648,26 +655,26 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const auto load_weights = [&](int kb0) {
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
-      const int kb = kb0 + j * kMmaWarps;
+      const int kb = kb0 + j * stride;
       const bool k_ok = kb < k_blocks && kb * kMmaK + 8 * c < in_features;
       wa[j] = a_ok && k_ok ? *reinterpret_cast<const uint4*>(a_row + kb * kMmaK) : uint4{};
       wb[j] = b_ok && k_ok ? *reinterpret_cast<const uint4*>(b_row + kb * kMmaK) : uint4{};
     }
   };
-  load_weights(warp);
+  load_weights(first);
   enter_step_node();
   const std::uint32_t active = *batch.active;
   const std::uint32_t p0 = blockIdx.y * kMmaPositions;
-  if (p0 >= active) return;  // uniform across the block
+  if (p0 >= active) return;  // uniform across the cluster
   const std::uint32_t p = p0 + g;
   const bool p_ok = p < active;
   float d[4] = {};
-  for (int kb0 = warp; kb0 < k_blocks; kb0 += kMmaUnroll * kMmaWarps) {
-    if (kb0 != warp) load_weights(kb0);
+  for (int kb0 = first; kb0 < k_blocks; kb0 += kMmaUnroll * stride) {
+    if (kb0 != first) load_weights(kb0);
     uint4 xv[kMmaUnroll];
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
-      const int kb = kb0 + j * kMmaWarps;
+      const int kb = kb0 + j * stride;
       const int k = kb * kMmaK + 8 * c;
       xv[j] = p_ok && kb < k_blocks && k < in_features
                   ? gemv_input<T, Input>(x, in_features, p, k / kVector).bits
@@ -675,7 +682,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     }
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
-      if (kb0 + j * kMmaWarps < k_blocks) {  // uniform across the warp
+      if (kb0 + j * stride < k_blocks) {  // uniform across the warp
         mma_16816<T>(d, wa[j].x, wb[j].x, wa[j].y, wb[j].y, xv[j].x, xv[j].y);
         mma_16816<T>(d, wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv[j].z, xv[j].w);
       }
@@ -687,16 +694,25 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   partial[warp][(g + 8) * kMmaPositions + 2 * c] = d[2];
   partial[warp][(g + 8) * kMmaPositions + 2 * c + 1] = d[3];
   __syncthreads();
-  if (threadIdx.x < kMmaRows * kMmaPositions) {
-    const int r = threadIdx.x / kMmaPositions;
-    const int n = threadIdx.x % kMmaPositions;
+  const int i = threadIdx.x;
+  if (i < kMmaRows * kMmaPositions) {
     float sum = 0.0f;
 #pragma unroll
-    for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][threadIdx.x];
-    if (row0 + r < out_features && p0 + n < active) {
-      store(y, static_cast<std::size_t>(p0 + n) * out_features + row0 + r, sum);
+    for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][i];
+    block_sum[i] = sum;
+  }
+  cluster.sync();
+  if (cluster.block_rank() == 0 && i < kMmaRows * kMmaPositions) {
+    float total = 0.0f;
+    for (unsigned r = 0; r < cluster.num_blocks(); ++r)
+      total += *cluster.map_shared_rank(&block_sum[i], r);
+    const int row = row0 + i / kMmaPositions;
+    const std::uint32_t n = p0 + i % kMmaPositions;
+    if (row < out_features && n < active) {
+      store(y, static_cast<std::size_t>(n) * out_features + row, total);
     }
   }
+  cluster.sync();  // every block's sums stay readable until block 0 is done
 }
 
 // Calls body(T{}) with the storage type of `dtype`; body returns the launch's
@@ -759,17 +775,17 @@ cudaError_t launch_attention(const DecoderConfig& config, void* qkv, KvCacheLaye
   });
 }
 
-// launch_step_kernel plus a cluster of `cluster` blocks along x.
+// launch_step_kernel plus clusters of `cluster` blocks.
 template <typename... Params, typename... Args>
 cudaError_t launch_clustered_step_kernel(void (*kernel)(Params...), dim3 grid, dim3 block,
-                                         unsigned cluster, cudaStream_t stream, Args&&... args) {
+                                         dim3 cluster, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attributes[2] = {};
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
   attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = cluster;
-  attributes[1].val.clusterDim.y = 1;
-  attributes[1].val.clusterDim.z = 1;
+  attributes[1].val.clusterDim.x = cluster.x;
+  attributes[1].val.clusterDim.y = cluster.y;
+  attributes[1].val.clusterDim.z = cluster.z;
   cudaLaunchConfig_t launch{};
   launch.gridDim = grid;
   launch.blockDim = block;
@@ -793,7 +809,7 @@ cudaError_t launch_select(const DecoderConfig& config, const void* logits, Decod
   return dispatch(config.dtype, [&](auto tag) {
     using T = decltype(tag);
     return launch_clustered_step_kernel(select_kernel<T, Sample>, dim3(cluster, batch.capacity),
-                                        dim3(kSelectThreads), cluster, stream, config,
+                                        dim3(kSelectThreads), dim3(cluster), stream, config,
                                         static_cast<const T*>(logits), batch, params, sequence_ids,
                                         sequence_steps, tokens);
   });
@@ -807,13 +823,20 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
-  const dim3 grid((out_features + kMmaRows - 1) / kMmaRows,
-                  (batch.capacity + kMmaPositions - 1) / kMmaPositions);
+  // Short, wide weights (few row blocks, long rows) split K across a cluster
+  // so about two blocks per SM stream them. The split depends on the shape
+  // alone, never on the batch (batch invariance).
+  const int row_blocks = (out_features + kMmaRows - 1) / kMmaRows;
+  const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
+  int split = std::min(kMmaMaxSplit, std::max(1, kMmaTargetBlocks / row_blocks));
+  while (split > 1 && split * kMmaWarps > k_blocks) --split;
+  const dim3 grid(row_blocks, (batch.capacity + kMmaPositions - 1) / kMmaPositions, split);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    return launch_step_kernel(gemv_kernel<T, Input>, grid, dim3(kMmaWarps * 32), 0, stream,
-                              static_cast<const T*>(w), out_features, in_features,
-                              static_cast<const T*>(x), batch, static_cast<T*>(y));
+    return launch_clustered_step_kernel(gemv_kernel<T, Input>, grid, dim3(kMmaWarps * 32),
+                                        dim3(1, 1, split), stream, static_cast<const T*>(w),
+                                        out_features, in_features, static_cast<const T*>(x), batch,
+                                        static_cast<T*>(y));
   });
 }
 
