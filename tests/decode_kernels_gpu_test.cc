@@ -241,6 +241,130 @@ TEST_F(DecodeKernelsTest, ResidualAddIsExactFloatAddition) {
   }
 }
 
+// The fused embedding + norm equals the two kernels it replaces, bit for bit.
+TEST_F(DecodeKernelsTest, EmbeddingRmsNormEqualsEmbeddingThenRmsNorm) {
+  for (DecoderDType dtype : kDTypes) {
+    SCOPED_TRACE(Name(dtype));
+    DecoderConfig config;
+    config.dtype = dtype;
+    config.vocab = 1000;
+    config.d_model = 264;
+    const std::uint32_t capacity = 7, active = 6;
+    const auto table = RandomHalf(std::size_t{1000} * 264, dtype, 1.0);
+    const auto weight = RandomHalf(264, dtype, 1.0);
+    const auto weight_f = reference::ToFloat(weight, dtype);
+    std::vector<std::int32_t> tokens(capacity);
+    for (auto& t : tokens) t = static_cast<std::int32_t>(Draw() % 1000);
+    tokens[1] = -1;    // a zero row: the norm must stay finite (eps)
+    tokens[3] = 1000;  // out of range above
+    TestBatch batch = MakeBatch(capacity, active, 16);
+    auto d_table = Upload(table);
+    auto d_tokens = Upload(tokens);
+    auto d_weight = Upload(weight);
+    auto fused_hidden = Poisoned<float>(capacity * 264);
+    auto fused_out = Poisoned<std::uint16_t>(capacity * 264);
+    ASSERT_EQ(
+        EnqueueEmbeddingRmsNorm(config, d_table.data(), d_tokens.data(), d_weight.data(),
+                                batch.view, fused_hidden.data(), fused_out.data(), stream_.get()),
+        cudaSuccess);
+    auto hidden = Poisoned<float>(capacity * 264);
+    auto out = Poisoned<std::uint16_t>(capacity * 264);
+    ASSERT_EQ(EnqueueEmbedding(config, d_table.data(), d_tokens.data(), batch.view, hidden.data(),
+                               stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(EnqueueRmsNorm(config, hidden.data(), d_weight.data(), batch.view, out.data(),
+                             stream_.get()),
+              cudaSuccess);
+    Sync();
+    const auto fused_h = Download(fused_hidden);
+    const auto fused_o = Download(fused_out);
+    const auto h = Download(hidden);
+    const auto o = Download(out);
+    std::vector<double> got, ref;
+    for (std::uint32_t p = 0; p < active; ++p) {
+      const bool valid = tokens[p] >= 0 && tokens[p] < 1000;
+      for (int i = 0; i < 264; ++i) {
+        const float expected =
+            valid ? HalfBitsToFloat(table[static_cast<std::size_t>(tokens[p]) * 264 + i], dtype)
+                  : 0.0f;
+        ASSERT_EQ(fused_h[p * 264 + i], expected) << "position " << p << " element " << i;
+      }
+      const auto row = reference::RmsNorm(&fused_h[p * 264], weight_f.data(), 264, 1e-5);
+      ref.insert(ref.end(), row.begin(), row.end());
+      for (int i = 0; i < 264; ++i) got.push_back(HalfBitsToFloat(fused_o[p * 264 + i], dtype));
+    }
+    ExpectWithin("embedding_rms_norm", dtype, reference::RelativeError(got, ref));
+    for (std::size_t i = 0; i < active * 264u; ++i) {
+      ASSERT_EQ(fused_o[i], o[i]) << "fused and separate norms differ at element " << i;
+    }
+    ExpectUntouched(fused_h, 264, active, capacity);
+    ExpectUntouched(fused_o, 264, active, capacity);
+  }
+}
+
+// hidden += delta exactly, then the norm of the new hidden; 5000 elements
+// cover rows longer than a thread keeps in registers.
+TEST_F(DecodeKernelsTest, ResidualAddRmsNormMatchesReferenceAndTheSeparateKernels) {
+  for (DecoderDType dtype : kDTypes) {
+    for (int d_model : {520, 5000}) {
+      SCOPED_TRACE(std::string(Name(dtype)) + " d_model " + std::to_string(d_model));
+      DecoderConfig config;
+      config.dtype = dtype;
+      config.d_model = d_model;
+      const std::uint32_t capacity = 5, active = 4;
+      const std::size_t n = std::size_t{capacity} * d_model;
+      std::normal_distribution<float> normal(0.0f, 2.0f);
+      std::vector<float> hidden(n);
+      for (auto& v : hidden) v = normal(Rng());
+      const auto delta = RandomHalf(n, dtype, 1.0);
+      const auto weight = RandomHalf(d_model, dtype, 1.0);
+      const auto weight_f = reference::ToFloat(weight, dtype);
+      TestBatch batch = MakeBatch(capacity, active, 8);
+      auto d_delta = Upload(delta);
+      auto d_weight = Upload(weight);
+      auto fused_hidden = Upload(hidden);
+      auto fused_out = Poisoned<std::uint16_t>(n);
+      ASSERT_EQ(
+          EnqueueResidualAddRmsNorm(config, fused_hidden.data(), d_delta.data(), d_weight.data(),
+                                    batch.view, fused_out.data(), stream_.get()),
+          cudaSuccess);
+      auto sep_hidden = Upload(hidden);
+      auto sep_out = Poisoned<std::uint16_t>(n);
+      ASSERT_EQ(
+          EnqueueResidualAdd(config, sep_hidden.data(), d_delta.data(), batch.view, stream_.get()),
+          cudaSuccess);
+      ASSERT_EQ(EnqueueRmsNorm(config, sep_hidden.data(), d_weight.data(), batch.view,
+                               sep_out.data(), stream_.get()),
+                cudaSuccess);
+      Sync();
+      const auto h = Download(fused_hidden);
+      const auto o = Download(fused_out);
+      const auto sep_o = Download(sep_out);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float expected = i < active * static_cast<std::size_t>(d_model)
+                                   ? hidden[i] + HalfBitsToFloat(delta[i], dtype)
+                                   : hidden[i];
+        ASSERT_EQ(h[i], expected) << "element " << i;
+      }
+      std::vector<double> got, ref;
+      for (std::uint32_t p = 0; p < active; ++p) {
+        const auto row = reference::RmsNorm(&h[p * static_cast<std::size_t>(d_model)],
+                                            weight_f.data(), d_model, 1e-5);
+        ref.insert(ref.end(), row.begin(), row.end());
+        for (int i = 0; i < d_model; ++i) {
+          got.push_back(HalfBitsToFloat(o[p * static_cast<std::size_t>(d_model) + i], dtype));
+        }
+      }
+      ExpectWithin("residual_rms_norm_" + std::to_string(d_model), dtype,
+                   reference::RelativeError(got, ref));
+      for (std::size_t i = 0; i < active * static_cast<std::size_t>(d_model); ++i) {
+        ASSERT_EQ(o[i], sep_o[i]) << "fused and separate norms differ at element " << i;
+      }
+      ExpectUntouched(o, d_model, active, capacity);
+    }
+  }
+}
+
 TEST_F(DecodeKernelsTest, SiluMulMatchesReference) {
   for (DecoderDType dtype : kDTypes) {
     SCOPED_TRACE(Name(dtype));
@@ -272,8 +396,8 @@ TEST_F(DecodeKernelsTest, SiluMulMatchesReference) {
 TEST_F(DecodeKernelsTest, GemvMatchesReference) {
   for (DecoderDType dtype : kDTypes) {
     SCOPED_TRACE(Name(dtype));
-    // 1001 rows (a partial block of 8), 520 inputs (not a multiple of 256),
-    // 7 live positions (a partial tile of 4) in a capacity of 9.
+    // 1001 rows (a partial block of 16), 520 inputs (a partial k-block of
+    // 32), 7 live positions (a partial tile of 8) in a capacity of 9.
     const int out_features = 1001, in_features = 520;
     const std::uint32_t capacity = 9, active = 7;
     const auto w = RandomHalf(std::size_t{1001} * 520, dtype, 1.0 / std::sqrt(520.0));
@@ -299,6 +423,57 @@ TEST_F(DecodeKernelsTest, GemvMatchesReference) {
     }
     ExpectWithin("gemv", dtype, reference::RelativeError(out, ref));
     ExpectUntouched(y_bits, out_features, active, capacity);
+    // Batch invariance: each live position alone in a bucket of 1 gets the
+    // same bits.
+    for (std::uint32_t p = 0; p < active; ++p) {
+      TestBatch one = MakeBatch(1, 1, 16);
+      auto d_x1 = Upload(std::vector<std::uint16_t>(x.begin() + p * in_features,
+                                                    x.begin() + (p + 1) * in_features));
+      auto d_y1 = Poisoned<std::uint16_t>(out_features);
+      ASSERT_EQ(EnqueueGemv(dtype, d_w.data(), out_features, in_features, d_x1.data(), one.view,
+                            d_y1.data(), stream_.get()),
+                cudaSuccess);
+      Sync();
+      const auto y1 = Download(d_y1);
+      ASSERT_TRUE(std::equal(y1.begin(), y1.end(), y_bits.begin() + p * out_features))
+          << "position " << p << " differs between a bucket of 9 and a bucket of 1";
+    }
+  }
+}
+
+// SiLU·mul fused into the GEMV's input equals EnqueueSiluMul then
+// EnqueueGemv bit for bit.
+TEST_F(DecodeKernelsTest, GatedGemvEqualsSiluMulThenGemv) {
+  for (DecoderDType dtype : kDTypes) {
+    SCOPED_TRACE(Name(dtype));
+    const int out_features = 777, ffn = 2824;  // more than one chunk of a row per lane
+    DecoderConfig config;
+    config.dtype = dtype;
+    config.ffn = ffn;
+    const std::uint32_t capacity = 11, active = 10;
+    const auto w = RandomHalf(std::size_t{777} * ffn, dtype, 1.0 / std::sqrt(ffn * 1.0));
+    const auto gate_up = RandomHalf(std::size_t{capacity} * 2 * ffn, dtype, 2.0);
+    TestBatch batch = MakeBatch(capacity, active, 16);
+    auto d_w = Upload(w);
+    auto d_gate_up = Upload(gate_up);
+    auto d_act = Poisoned<std::uint16_t>(std::size_t{capacity} * ffn);
+    auto d_y = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
+    auto d_fused = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
+    ASSERT_EQ(EnqueueSiluMul(config, d_gate_up.data(), batch.view, d_act.data(), stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(EnqueueGemv(dtype, d_w.data(), out_features, ffn, d_act.data(), batch.view,
+                          d_y.data(), stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(EnqueueGatedGemv(dtype, d_w.data(), out_features, ffn, d_gate_up.data(), batch.view,
+                               d_fused.data(), stream_.get()),
+              cudaSuccess);
+    Sync();
+    const auto y = Download(d_y);
+    const auto fused = Download(d_fused);
+    for (std::size_t i = 0; i < active * static_cast<std::size_t>(out_features); ++i) {
+      ASSERT_EQ(fused[i], y[i]) << "element " << i;
+    }
+    ExpectUntouched(fused, out_features, active, capacity);
   }
 }
 
@@ -307,7 +482,8 @@ TEST_F(DecodeKernelsTest, GemvMatchesReference) {
 // each at its own slot; checks q rotated in place, the appended cache rows,
 // every other cache row unchanged bit for bit, and the attention output.
 void RunAttentionCase(DecodeKernelsTest* test, cudaStream_t stream, DecoderDType dtype, int heads,
-                      int head_dim, int max_context, std::vector<std::int32_t> positions) {
+                      int head_dim, int max_context, std::vector<std::int32_t> positions,
+                      bool fused = false) {
   DecoderConfig config;
   config.dtype = dtype;
   config.heads = heads;
@@ -331,9 +507,14 @@ void RunAttentionCase(DecodeKernelsTest* test, cudaStream_t stream, DecoderDType
   auto d_qkv = Upload(qkv0);
   auto d_out = Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * width);
   const KvCacheLayer cache{d_keys.data(), d_values.data()};
-  ASSERT_EQ(EnqueueRopeAppendKv(config, d_qkv.data(), cache, batch.view, stream), cudaSuccess);
-  ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, d_out.data(), stream),
-            cudaSuccess);
+  if (fused) {
+    ASSERT_EQ(EnqueueRopeAttention(config, d_qkv.data(), cache, batch.view, d_out.data(), stream),
+              cudaSuccess);
+  } else {
+    ASSERT_EQ(EnqueueRopeAppendKv(config, d_qkv.data(), cache, batch.view, stream), cudaSuccess);
+    ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, d_out.data(), stream),
+              cudaSuccess);
+  }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   const auto keys = Download(d_keys);
   const auto values = Download(d_values);
@@ -388,7 +569,8 @@ void RunAttentionCase(DecodeKernelsTest* test, cudaStream_t stream, DecoderDType
       }
     }
   }
-  const std::string shape = "_h" + std::to_string(heads) + "x" + std::to_string(head_dim);
+  const std::string shape = std::string(fused ? "_fused" : "") + "_h" + std::to_string(heads) +
+                            "x" + std::to_string(head_dim);
   ExpectWithin("rope_q" + shape, dtype, reference::RelativeError(q_out, q_ref));
   ExpectWithin("rope_k_cache" + shape, dtype, reference::RelativeError(k_out, k_ref));
   ExpectWithin("attention" + shape, dtype, reference::RelativeError(att_out, att_ref));
@@ -413,6 +595,21 @@ TEST_F(DecodeKernelsTest, AttentionMatchesReferenceOverDifferentContextLengths) 
                      {517, 0, 999, 31, longer(Rng()), longer(Rng())});
     // head_dim 128, the largest; sequences at slots far apart.
     RunAttentionCase(this, stream_.get(), dtype, 3, 128, 2048, {2047, 1500, 1});
+    // head_dim 10: even but not a multiple of 8 (4-byte loads).
+    RunAttentionCase(this, stream_.get(), dtype, 4, 10, 64, {0, 63, 17});
+  }
+}
+
+// EnqueueRopeAttention (RoPE and KV append fused into attention) against the
+// same references and the same cache checks.
+TEST_F(DecodeKernelsTest, RopeAttentionMatchesReferenceOverDifferentContextLengths) {
+  for (DecoderDType dtype : kDTypes) {
+    SCOPED_TRACE(Name(dtype));
+    std::uniform_int_distribution<int> any(0, 299);
+    RunAttentionCase(this, stream_.get(), dtype, 4, 64, 300, {0, 1, 129, 299, any(Rng())}, true);
+    RunAttentionCase(this, stream_.get(), dtype, 2, 96, 1000, {517, 0, 999, 31}, true);
+    RunAttentionCase(this, stream_.get(), dtype, 3, 128, 2048, {2047, 1500, 1}, true);
+    RunAttentionCase(this, stream_.get(), dtype, 4, 10, 64, {0, 63, 17}, true);
   }
 }
 

@@ -298,33 +298,39 @@ class DecoderModel::Impl {
     };
 
     BATON_CUDA_RETURN_IF_ERROR(detail::EnqueueStepBegin(view_, ctx.args, capacity, stream));
-    BATON_CUDA_RETURN_IF_ERROR(
-        EnqueueEmbedding(c, embedding_, in_tokens_.data(), batch, hidden_.data(), stream));
-    for (const LayerDevice& layer : layers_) {
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueRmsNorm(c, hidden_.data(), layer.attn_norm, batch, normed_.data(), stream));
+    // Every residual add is fused with the norm that follows it (the next
+    // layer's attention norm, or the final norm), the embedding with the
+    // first norm, RoPE with attention, and on the GEMV path SiLU·mul with
+    // the down projection.
+    BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNorm(c, embedding_, in_tokens_.data(),
+                                                       layers_.front().attn_norm, batch,
+                                                       hidden_.data(), normed_.data(), stream));
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const LayerDevice& layer = layers_[l];
       BATON_RETURN_IF_ERROR(
           linear(0, normed_.data(), layer.wqkv, c.qkv_width(), c.d_model, qkv_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(EnqueueRopeAppendKv(c, qkv_.data(), layer.cache, batch, stream));
       BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueDecodeAttention(c, qkv_.data(), layer.cache, batch, attention_.data(), stream));
+          EnqueueRopeAttention(c, qkv_.data(), layer.cache, batch, attention_.data(), stream));
       BATON_RETURN_IF_ERROR(linear(1, attention_.data(), layer.wo, c.d_model, c.attention_width(),
                                    projected_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueResidualAdd(c, hidden_.data(), projected_.data(), batch, stream));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueRmsNorm(c, hidden_.data(), layer.ffn_norm, batch, normed_.data(), stream));
+      BATON_CUDA_RETURN_IF_ERROR(EnqueueResidualAddRmsNorm(
+          c, hidden_.data(), projected_.data(), layer.ffn_norm, batch, normed_.data(), stream));
       BATON_RETURN_IF_ERROR(linear(2, normed_.data(), layer.w_gate_up, c.gate_up_width(), c.d_model,
                                    gate_up_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueSiluMul(c, gate_up_.data(), batch, ffn_act_.data(), stream));
-      BATON_RETURN_IF_ERROR(
-          linear(3, ffn_act_.data(), layer.w_down, c.d_model, c.ffn, projected_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueResidualAdd(c, hidden_.data(), projected_.data(), batch, stream));
+      if (plans != nullptr) {
+        BATON_CUDA_RETURN_IF_ERROR(
+            EnqueueSiluMul(c, gate_up_.data(), batch, ffn_act_.data(), stream));
+        BATON_RETURN_IF_ERROR(
+            linear(3, ffn_act_.data(), layer.w_down, c.d_model, c.ffn, projected_.data()));
+      } else {
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueGatedGemv(c.dtype, layer.w_down, c.d_model, c.ffn,
+                                                    gate_up_.data(), batch, projected_.data(),
+                                                    stream));
+      }
+      const void* next_norm = l + 1 < layers_.size() ? layers_[l + 1].attn_norm : final_norm_;
+      BATON_CUDA_RETURN_IF_ERROR(EnqueueResidualAddRmsNorm(
+          c, hidden_.data(), projected_.data(), next_norm, batch, normed_.data(), stream));
     }
-    BATON_CUDA_RETURN_IF_ERROR(
-        EnqueueRmsNorm(c, hidden_.data(), final_norm_, batch, normed_.data(), stream));
     BATON_RETURN_IF_ERROR(linear(4, normed_.data(), lm_head_, c.vocab, c.d_model, logits_.data()));
     if (options_.sampling.temperature > 0.0f) {
       BATON_CUDA_RETURN_IF_ERROR(EnqueueSample(c, logits_.data(), batch, options_.sampling,

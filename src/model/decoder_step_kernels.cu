@@ -1,6 +1,7 @@
 #include <cstdint>
 #include <cuda/ptx>
 
+#include "baton/step_launch.cuh"
 #include "decoder_step.h"
 
 namespace baton::detail {
@@ -26,8 +27,12 @@ __device__ bool entry_ok(const DecoderStepView& v, const WorkItem& item, std::ui
          static_cast<std::uint64_t>(step) + 1 < total;
 }
 
+// Both kernels are launched with launch_step_kernel: they may start while
+// the node before them (the scheduler, or the token selection) still runs.
 __global__ void step_begin_kernel(DecoderStepView v, StepArgs args, std::uint32_t capacity) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  wait_for_previous_nodes();
+  allow_next_node();
   if (p >= capacity || p >= args.header->batch) return;
   const WorkItem item = args.items[p];
   const std::uint32_t slot = args.slots[p];
@@ -51,6 +56,8 @@ __global__ void step_begin_kernel(DecoderStepView v, StepArgs args, std::uint32_
 
 __global__ void step_end_kernel(DecoderStepView v, StepArgs args, std::uint32_t capacity) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  wait_for_previous_nodes();
+  allow_next_node();
   if (p == 0 && v.step_end_ns != nullptr) {
     v.step_end_ns[args.header->step & (v.step_clock_size - 1)] = cuda::ptx::get_sreg_globaltimer();
   }
@@ -78,8 +85,8 @@ unsigned blocks_for(std::uint32_t capacity) { return (capacity + kThreads - 1) /
 cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
                              std::uint32_t capacity, cudaStream_t stream) {
   if (capacity == 0 || capacity > view.max_batch) return cudaErrorInvalidValue;
-  step_begin_kernel<<<blocks_for(capacity), kThreads, 0, stream>>>(view, args, capacity);
-  return cudaGetLastError();
+  return launch_step_kernel(step_begin_kernel, dim3(blocks_for(capacity)), dim3(kThreads), 0,
+                            stream, view, args, capacity);
 }
 
 cudaError_t EnqueueStepEnd(const DecoderStepView& view, const StepArgs& args,
@@ -89,8 +96,8 @@ cudaError_t EnqueueStepEnd(const DecoderStepView& view, const StepArgs& args,
       (view.step_clock_size == 0 || (view.step_clock_size & (view.step_clock_size - 1)) != 0)) {
     return cudaErrorInvalidValue;
   }
-  step_end_kernel<<<blocks_for(capacity), kThreads, 0, stream>>>(view, args, capacity);
-  return cudaGetLastError();
+  return launch_step_kernel(step_end_kernel, dim3(blocks_for(capacity)), dim3(kThreads), 0, stream,
+                            view, args, capacity);
 }
 
 }  // namespace baton::detail

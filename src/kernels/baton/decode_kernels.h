@@ -12,8 +12,15 @@
 // Positions >= *active are never written.
 //
 // Every launcher returns cudaErrorInvalidValue for shapes it cannot run
-// (ValidateDecoderConfig on the host names the reason) and otherwise the
-// launch's cudaGetLastError(); capacity 0 launches nothing.
+// (ValidateDecoderConfig on the host names the reason; rows of d_model, ffn,
+// vocab and heads * head_dim elements must be multiples of 8 and device
+// pointers 16-byte aligned) and otherwise the launch's error; capacity 0
+// launches nothing.
+//
+// Kernels are launched with programmatic dependent launch
+// (baton/step_launch.cuh): each may start while the node before it still
+// runs and reads nothing an earlier node wrote until that node is done, so a
+// captured chain of them behaves like plain stream order.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -58,6 +65,21 @@ struct KvCacheLayer {
                                              const void* delta, DecodeBatch batch,
                                              cudaStream_t stream);
 
+// EnqueueEmbedding then EnqueueRmsNorm(hidden, weight) -> out, as one kernel
+// (the step's first layer input), with the same results.
+[[nodiscard]] cudaError_t EnqueueEmbeddingRmsNorm(const DecoderConfig& config,
+                                                  const void* embedding, const std::int32_t* tokens,
+                                                  const void* weight, DecodeBatch batch,
+                                                  float* hidden, void* out, cudaStream_t stream);
+
+// EnqueueResidualAdd then EnqueueRmsNorm(hidden, weight) -> out, as one
+// kernel (every residual connection is followed by a norm), with the same
+// results: hidden bit-identical, out rounded once from fp32.
+[[nodiscard]] cudaError_t EnqueueResidualAddRmsNorm(const DecoderConfig& config, float* hidden,
+                                                    const void* delta, const void* weight,
+                                                    DecodeBatch batch, void* out,
+                                                    cudaStream_t stream);
+
 // RoPE on q and k of qkv[p] = q | k | v (each heads * head_dim) at the
 // sequence's position pos = positions[slot]: pairs (2i, 2i+1) of each head
 // rotate by pos * rope_theta^(-2i / head_dim). q is rotated in place; the
@@ -73,6 +95,13 @@ struct KvCacheLayer {
 [[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
                                                  KvCacheLayer cache, DecodeBatch batch, void* out,
                                                  cudaStream_t stream);
+
+// EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel: each
+// (position, head) block rotates its head's q (in place) and k, appends k and
+// v at pos, then attends over [0, pos]. Same results and contract.
+[[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, void* qkv,
+                                               KvCacheLayer cache, DecodeBatch batch, void* out,
+                                               cudaStream_t stream);
 
 // out[p][i] = silu(gate_up[p][i]) * gate_up[p][ffn + i]; silu(g) = g / (1 + e^-g).
 [[nodiscard]] cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up,
@@ -103,13 +132,22 @@ struct SamplingParams {
                                         const std::uint32_t* sequence_steps, std::int32_t* tokens,
                                         cudaStream_t stream);
 
-// The runtime's own GEMV for the dynamic-parallelism fallback (graph paths use
-// cuBLASLt): y[p] = W · x[p], W [out_features, in_features] row-major, x
-// [capacity, in_features], y [capacity, out_features], all in `dtype`, fp32
-// accumulation. in_features must be a multiple of 8 and W, x 16-byte aligned
+// The runtime's own GEMV (DecoderGemm::kBatonGemv): y[p] = W · x[p], W
+// [out_features, in_features] row-major, x [capacity, in_features], y
+// [capacity, out_features], all in `dtype`, fp32 accumulation. Batch
+// invariant: y[p] is bit-identical whatever the capacity, *active or p.
+// in_features must be a multiple of 8 and W, x 16-byte aligned
 // (cudaErrorInvalidValue otherwise).
 [[nodiscard]] cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features,
                                       int in_features, const void* x, DecodeBatch batch, void* y,
                                       cudaStream_t stream);
+
+// EnqueueSiluMul fused into EnqueueGemv's input: y[p] = W · m[p] with m[p][i]
+// = silu(gate_up[p][i]) * gate_up[p][in_features + i] rounded to the dtype,
+// so y is bit-identical to EnqueueSiluMul followed by EnqueueGemv. gate_up is
+// [capacity, 2 * in_features].
+[[nodiscard]] cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features,
+                                           int in_features, const void* gate_up, DecodeBatch batch,
+                                           void* y, cudaStream_t stream);
 
 }  // namespace baton
