@@ -6,14 +6,17 @@
 # fault with an illegal address (memcheck runs the same test clean), and
 # synccheck reports divergent barriers inside cuBLAS's small-N GEMM kernel
 # (gemmSN_*), which --kernel-name-exclude does not reach for graph launches.
-# Both are library code, not Baton's. device_fault_gpu_test traps and writes
+# Both are library code, not Baton's. decoder_model_gpu_test runs the same
+# cuBLASLt kernels in its model's projections (its own kernels are raced and
+# sync-checked by decode_kernels_gpu_test). device_fault_gpu_test traps and writes
 # out of bounds on purpose (in child processes) to test how the runtime
 # reports a lost context: every tool would rightly report those faults.
 #
 # sanitizer_skips TOOL BINARY_NAME: prints the reason and returns 0 to skip.
 sanitizer_skips() {
   case "$1:$2" in
-    racecheck:cublaslt_graph_gpu_test | synccheck:cublaslt_graph_gpu_test)
+    racecheck:cublaslt_graph_gpu_test | synccheck:cublaslt_graph_gpu_test | \
+    racecheck:decoder_model_gpu_test | synccheck:decoder_model_gpu_test)
       echo "library kernels; see scripts/sanitizer_skips.sh"; return 0 ;;
     *:device_fault_gpu_test) echo "faults on purpose; see scripts/sanitizer_skips.sh"; return 0 ;;
   esac
