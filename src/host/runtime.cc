@@ -179,6 +179,10 @@ class Runtime::Impl {
     *control_staging_.host() = detail::SchedulerControl{};
     BATON_RETURN_IF_ERROR(header_.Fill(0));
     BATON_RETURN_IF_ERROR(words_.Fill(0));
+    // Every position holds an invalid item until one is admitted there, so a
+    // copy of the batch never reads uninitialized memory (compute-sanitizer
+    // initcheck does not see admissions made by device-launched schedulers).
+    BATON_RETURN_IF_ERROR(items_.Fill(0xFF));
     const detail::SchedulerCounters counters{};
     BATON_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(counters_.data(), &counters, sizeof(counters), cudaMemcpyHostToDevice));
