@@ -1,6 +1,8 @@
 // CPU tests of the runtime's option and program checks.
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include <string>
 
 #include "baton/runtime.h"
@@ -42,6 +44,16 @@ TEST(RuntimeOptions, OutOfRangeValuesNameTheOptionAndTheFix) {
   options = {};
   options.queue_capacity = 1000;
   EXPECT_EQ(ValidateRuntimeOptions(options).code(), absl::StatusCode::kInvalidArgument);
+
+  for (std::uint32_t steps : {0u, 9u}) {
+    options = {};
+    options.tail_steps_per_launch = steps;
+    status = ValidateRuntimeOptions(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Contains(status.message(), absl::StrCat("RuntimeOptions.tail_steps_per_launch is ",
+                                                        steps, "; it must be 1 to 8")))
+        << status;
+  }
 
   options = {};
   options.stop_timeout = absl::ZeroDuration();

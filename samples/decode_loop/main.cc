@@ -44,9 +44,10 @@ ABSL_FLAG(std::string, models, "tiny,small",
           "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
           "1024)");
 ABSL_FLAG(std::string, batches, "1,32", "comma-separated concurrent sequences (max_batch)");
-ABSL_FLAG(std::string, engines, "host,tail,conditional",
+ABSL_FLAG(std::string, engines, "host,tail,tail4,conditional",
           "comma-separated drivers: host (host graph launch + sync per step), tail (tail-launch "
-          "engine), conditional (conditional engine)");
+          "engine, default steps per launch), tail4 (tail-launch engine, 4 steps per launch), "
+          "conditional (conditional engine)");
 ABSL_FLAG(int, prompt_tokens, 16, "prompt length of every request");
 ABSL_FLAG(int, new_tokens, 128, "tokens generated per request (no stop token)");
 ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (continuous batching)");
@@ -174,6 +175,7 @@ struct EngineChoice {
   std::string label;
   bool host = false;
   Engine engine = Engine::kTailLaunch;
+  std::uint32_t tail_steps_per_launch = RuntimeOptions{}.tail_steps_per_launch;
 };
 
 absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text) {
@@ -183,11 +185,13 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text) 
       out.push_back({"host graph + sync", true});
     } else if (part == "tail") {
       out.push_back({"Baton tail-launch", false, Engine::kTailLaunch});
+    } else if (part == "tail4") {
+      out.push_back({"Baton tail-launch, 4 steps per launch", false, Engine::kTailLaunch, 4});
     } else if (part == "conditional") {
       out.push_back({"Baton conditional", false, Engine::kConditional});
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--engines: unknown driver '", part, "'; use host, tail, conditional"));
+      return absl::InvalidArgumentError(absl::StrCat("--engines: unknown driver '", part,
+                                                     "'; use host, tail, tail4, conditional"));
     }
   }
   if (out.empty() || !out.front().host) {
@@ -256,6 +260,7 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       runtime_options.max_batch = batch;
       runtime_options.queue_capacity = 1u << 12;
       runtime_options.mailbox_capacity = 1u << 12;
+      runtime_options.tail_steps_per_launch = choice.tail_steps_per_launch;
       if (trace) runtime_options.trace_capacity = 1u << 16;
       BATON_ASSIGN_OR_RETURN(runtime, Runtime::Create(runtime_options));
       BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram(buckets)));

@@ -203,6 +203,12 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
   RuntimeOptions traced_options;
   traced_options.trace_capacity = 1u << 16;
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> traced, make_runtime({1}, traced_options));
+  RuntimeOptions one_step_options;
+  one_step_options.tail_steps_per_launch = 1;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> one_step, make_runtime({1}, one_step_options));
+  RuntimeOptions four_step_options;
+  four_step_options.tail_steps_per_launch = 4;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> four_steps, make_runtime({1}, four_step_options));
   RuntimeOptions unwatched_options;
   unwatched_options.watchdog_timeout = absl::InfiniteDuration();
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> unwatched, make_runtime({1}, unwatched_options));
@@ -309,6 +315,10 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
        },
        nullptr, nullptr, !fused_pdl.ok()},
       engine_mode("Baton tail-launch engine", one_bucket.get(), Engine::kTailLaunch),
+      engine_mode("Baton tail-launch engine, 1 step per launch", one_step.get(),
+                  Engine::kTailLaunch),
+      engine_mode("Baton tail-launch engine, 4 steps per launch", four_steps.get(),
+                  Engine::kTailLaunch),
       engine_mode("Baton conditional engine", one_bucket.get(), Engine::kConditional),
       engine_mode("Baton conditional engine, 2 buckets", two_buckets.get(), Engine::kConditional),
       engine_mode("Baton tail-launch engine, synthetic step", synthetic.get(), Engine::kTailLaunch,

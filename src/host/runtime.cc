@@ -31,6 +31,7 @@ namespace {
 
 constexpr std::uint32_t kMaxRuntimeBatch = 1u << 16;
 constexpr std::uint32_t kMinTraceCapacity = 64;
+constexpr std::uint32_t kMaxTailStepsPerLaunch = 8;
 constexpr std::uint32_t kMaxTraceCapacity = 1u << 24;
 // While an engine runs, Poll checks at most this often with a stream query
 // whether a fault has lost the context (a fault ends the loop silently).
@@ -112,6 +113,12 @@ absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
         absl::StrCat("RuntimeOptions.trace_capacity ", options.trace_capacity,
                      " is neither 0 (off) nor a power of two in [", kMinTraceCapacity, ", ",
                      kMaxTraceCapacity, "]: use 0 or a power of two such as 65536"));
+  }
+  if (options.tail_steps_per_launch < 1 || options.tail_steps_per_launch > kMaxTailStepsPerLaunch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions.tail_steps_per_launch is ", options.tail_steps_per_launch,
+                     "; it must be 1 to ", kMaxTailStepsPerLaunch,
+                     " (steps per bucket graph: more saves device launches, costs graph size)"));
   }
   if (options.watchdog_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -367,18 +374,30 @@ class Runtime::Impl {
     if (engine == Engine::kTailLaunch) {
       if (bucket_table_.has_value()) return absl::OkStatus();
       std::vector<BucketGraph> graphs;
-      for (std::uint32_t size : program_.buckets) {
+      // With n steps per launch a bucket graph is [step; inner; step; ...;
+      // scheduler]: one device launch per n steps while the batch stays in
+      // the bucket (an inner node empties the following steps otherwise).
+      const std::uint32_t steps_per_launch = options_.tail_steps_per_launch;
+      for (std::uint32_t b = 0; b < program_.buckets.size(); ++b) {
+        const std::uint32_t size = program_.buckets[b];
         const StepContext context{size, args()};
         CertifyOptions certify;
         certify.name = absl::StrCat(program_.name, " (bucket ", size, ", tail-launch engine)");
-        BATON_ASSIGN_OR_RETURN(DeviceGraph graph,
-                               CaptureDeviceGraph(
-                                   capture.get(),
-                                   [&](cudaStream_t stream) -> absl::Status {
-                                     BATON_RETURN_IF_ERROR(program_.enqueue(context, stream));
-                                     return detail::CaptureSchedulerNode(engine, params, stream);
-                                   },
-                                   certify));
+        BATON_ASSIGN_OR_RETURN(
+            DeviceGraph graph,
+            CaptureDeviceGraph(
+                capture.get(),
+                [&](cudaStream_t stream) -> absl::Status {
+                  BATON_RETURN_IF_ERROR(program_.enqueue(context, stream));
+                  for (std::uint32_t k = 1; k < steps_per_launch; ++k) {
+                    BATON_RETURN_IF_ERROR(detail::CaptureTailInnerNode(params, stream, b));
+                    BATON_RETURN_IF_ERROR(program_.enqueue(context, stream));
+                  }
+                  return detail::CaptureSchedulerNode(engine, params, stream,
+                                                      detail::ConditionalRole::kLoop, 0,
+                                                      /*after_inner=*/steps_per_launch > 1);
+                },
+                certify));
         graphs.push_back(BucketGraph{size, std::move(graph)});
       }
       BATON_ASSIGN_OR_RETURN(BucketTable table,

@@ -5,8 +5,9 @@
 
 namespace baton::detail {
 
-absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params, cudaStream_t stream,
-                                  ConditionalRole role, std::uint32_t body_bucket) {
+namespace {
+
+absl::Status RequireCapture(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusActive) {
@@ -14,9 +15,25 @@ absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params, 
         "the scheduler node must be captured into a graph: a kernel that device-launches "
         "graphs fails with cudaErrorNotSupported when launched outside one");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params, cudaStream_t stream,
+                                  ConditionalRole role, std::uint32_t body_bucket,
+                                  bool after_inner) {
+  BATON_RETURN_IF_ERROR(RequireCapture(stream));
   BATON_CUDA_RETURN_IF_ERROR(engine == Engine::kTailLaunch
-                                 ? EnqueueTailLaunchScheduler(params, stream)
+                                 ? EnqueueTailLaunchScheduler(params, stream, after_inner)
                                  : EnqueueConditionalScheduler(params, role, body_bucket, stream));
+  return absl::OkStatus();
+}
+
+absl::Status CaptureTailInnerNode(const SchedulerParams* params, cudaStream_t stream,
+                                  std::uint32_t body_bucket) {
+  BATON_RETURN_IF_ERROR(RequireCapture(stream));
+  BATON_CUDA_RETURN_IF_ERROR(EnqueueTailInnerScheduler(params, body_bucket, stream));
   return absl::OkStatus();
 }
 

@@ -10,13 +10,31 @@ namespace {
 constexpr int kSchedulerThreads = 32;
 
 __global__ void __launch_bounds__(kSchedulerThreads)
-    tail_launch_scheduler(const SchedulerParams* params) {
+    tail_launch_scheduler(const SchedulerParams* params, bool after_inner) {
   // Launched with launch_step_kernel: we may start while the step's last
   // kernel still runs. The parameters are the host's, written before the
   // engine started, so their load overlaps that kernel; everything the step
   // wrote is read only after the wait.
   const SchedulerParams p = *params;
   wait_for_previous_nodes();
+  SchedulerCounters& counters = *p.counters;
+  // Only the last node of a two-step graph can find a carried decision; the
+  // others skip the extra load.
+  if (after_inner && counters.decision_carried != 0) {
+    // The inner scheduler of this two-step graph decided a step in another
+    // bucket and emptied our second step instead of running it: restore the
+    // decided batch and launch that bucket's graph.
+    if (lane_id() != 0) return;
+    counters.decision_carried = 0;
+    StepHeader& header = *p.args.header;
+    header.batch = p.book.counts->batch;
+    if (tail_launch(p.buckets.entries[header.bucket].exec, &counters.error_word)) {
+      counters.device_launches += 1;
+    } else {
+      report_exit(p, EngineExit::kError);
+    }
+    return;
+  }
   const Decision decision = decide(p);
   if (lane_id() != 0) return;
   if (decision.exit != EngineExit::kRunning) {
@@ -29,6 +47,25 @@ __global__ void __launch_bounds__(kSchedulerThreads)
   } else {
     report_exit(p, EngineExit::kError);
   }
+}
+
+__global__ void __launch_bounds__(kSchedulerThreads)
+    tail_inner_scheduler(const SchedulerParams* params, std::uint32_t body_bucket) {
+  const SchedulerParams p = *params;  // the host's: may load before the wait
+  wait_for_previous_nodes();
+  // An earlier inner node of this graph carried a decision for another
+  // bucket: the rest of the graph's steps stay empty until the tail launches it.
+  if (p.counters->decision_carried != 0) return;
+  const Decision decision = decide(p);
+  if (lane_id() != 0) return;
+  const bool run = decision.exit == EngineExit::kRunning;
+  if (run && decision.bucket == body_bucket) return;  // the graph's next step runs it
+  // The next step was captured for this bucket: it must not run a batch
+  // decided for another (or a stale one after an exit decision). Empty it;
+  // the tail scheduler launches the carried decision, or a later node decides
+  // again (an exit decision changed nothing it would not redo).
+  p.args.header->batch = 0;
+  if (run) p.counters->decision_carried = 1;
 }
 
 __global__ void __launch_bounds__(kSchedulerThreads)
@@ -75,9 +112,16 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 
 }  // namespace
 
-cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params, cudaStream_t stream) {
+cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params, cudaStream_t stream,
+                                       bool after_inner) {
   return launch_step_kernel(tail_launch_scheduler, dim3(1), dim3(kSchedulerThreads), 0, stream,
-                            params);
+                            params, after_inner);
+}
+
+cudaError_t EnqueueTailInnerScheduler(const SchedulerParams* params, std::uint32_t body_bucket,
+                                      cudaStream_t stream) {
+  return launch_step_kernel(tail_inner_scheduler, dim3(1), dim3(kSchedulerThreads), 0, stream,
+                            params, body_bucket);
 }
 
 cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params, ConditionalRole role,

@@ -14,9 +14,19 @@
 namespace baton::detail {
 
 // Tail-launch engine: decide, then tail-launch the chosen bucket's graph (or
-// report the exit).
+// report the exit). `after_inner`: the node ends a two-step graph and first
+// launches a decision its inner scheduler carried.
 [[nodiscard]] cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params,
-                                                     cudaStream_t stream);
+                                                     cudaStream_t stream, bool after_inner = false);
+
+// Tail-launch engine, between the steps of a multi-step bucket graph
+// ([step; inner; step; ...; inner; step; tail scheduler]): decides the next
+// step and lets the graph's next step run it when it stays in `body_bucket`.
+// Otherwise it empties the next step's batch (its kernels then do nothing)
+// and, for a step in another bucket, carries the decision to the tail
+// scheduler (later inner nodes then leave their steps empty too).
+[[nodiscard]] cudaError_t EnqueueTailInnerScheduler(const SchedulerParams* params,
+                                                    std::uint32_t body_bucket, cudaStream_t stream);
 
 // Conditional engine: decide, then set the conditional handles its `role`
 // owns (scheduler_params.h), or clear them and report the exit. `body_bucket`

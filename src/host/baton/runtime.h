@@ -42,6 +42,10 @@ struct RuntimeOptions {
   std::uint32_t max_batch = 64;                     // active items per step, <= the largest bucket
                                                     // (any size on the dynamic-parallelism engine)
   absl::Duration stop_timeout = absl::Seconds(10);  // how long Stop/Abort wait for the device
+  // Tail-launch engine: steps per bucket graph, 1 to 8. n captures [step;
+  // scheduler] n times, paying one device launch per n steps while the batch
+  // stays in its bucket, for graphs n times as large (capture, upload, memory).
+  std::uint32_t tail_steps_per_launch = 2;
   // Device trace: a ring of this many scheduler events (0 = off, the default,
   // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
   std::uint32_t trace_capacity = 0;
@@ -61,7 +65,10 @@ struct StepContext {
 // What one decode step does. `enqueue` is captured once per bucket (and per
 // engine): it must put the step's kernels on the given stream, sized for
 // `bucket_size`, reading the live batch from ctx.args at run time, and call
-// baton::finish_item for the items it completes. Kernels only (plus memcpy and
+// baton::finish_item for the items it completes. A step may run with
+// header->batch == 0 (the tail-launch engine empties the later steps of a
+// multi-step graph when the next step belongs to another bucket): it must
+// then do nothing. Kernels only (plus memcpy and
 // memset); anything else is refused with a Status naming the node.
 //
 // `device_step` names the same step as one of Baton's device step programs
