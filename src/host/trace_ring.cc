@@ -5,6 +5,13 @@
 #include "baton/status.h"
 
 namespace baton::detail {
+namespace {
+
+// The most events one scheduler decision writes before it publishes them
+// (step end, admit, step begin; an exit publishes its own two), with margin.
+constexpr unsigned long long kMaxUnpublished = 4;
+
+}  // namespace
 
 absl::StatusOr<DeviceTraceRing> DeviceTraceRing::Create(std::uint32_t capacity) {
   DeviceTraceRing ring;
@@ -43,11 +50,13 @@ absl::StatusOr<std::vector<TraceEvent>> DeviceTraceRing::Snapshot(cudaStream_t s
                                              cudaMemcpyDeviceToHost, stream));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   // Events [first, head_before) were complete before the copy began. While
-  // it ran, events up to head_after (the one at head_after possibly half
-  // written) reused the slots of those below head_after + 1 - capacity.
+  // it ran, the writer published events up to head_after and may have been
+  // writing the next decision's events, up to kMaxUnpublished of them, not
+  // yet published (possibly half written): all of those reused the slots of
+  // events below head_after + kMaxUnpublished - capacity, which are dropped.
   unsigned long long first = head_before > capacity ? head_before - capacity : 0;
-  if (head_after + 1 > capacity) {
-    first = std::max<unsigned long long>(first, head_after + 1 - capacity);
+  if (head_after + kMaxUnpublished > capacity) {
+    first = std::max<unsigned long long>(first, head_after + kMaxUnpublished - capacity);
   }
   if (max_events > 0 && head_before - first > max_events) first = head_before - max_events;
   for (unsigned long long i = first; i < head_before; ++i) {
