@@ -149,9 +149,9 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
   if (GetParam() == Engine::kTailLaunch) EXPECT_GT(stats.device_launches, 0u);
 }
 
-// The tail-launch engine with 1, 3 and 8 steps per bucket graph (the default
-// 2 runs in every other test; the other engines ignore the option and must
-// be unaffected): items of random lengths over several buckets,
+// Both graph engines with 1, 3 and 8 steps per bucket graph / loop body (the
+// default 2 runs in every other test): items of random lengths over several
+// buckets,
 // so inner scheduler nodes keep carrying decisions to other buckets and
 // emptying steps, and every item still runs exactly its steps, once.
 TEST_P(RuntimeTest, EveryStepsPerLaunchRunsEachItemExactlyItsSteps) {
@@ -163,6 +163,7 @@ TEST_P(RuntimeTest, EveryStepsPerLaunchRunsEachItemExactlyItsSteps) {
     RuntimeOptions options;
     options.max_batch = 64;
     options.tail_steps_per_launch = steps_per_launch;
+    options.conditional_steps_per_iteration = steps_per_launch;
     BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
     BATON_ASSERT_OK(runtime->Start(GetParam()));
     std::vector<Completion> out(64);

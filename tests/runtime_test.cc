@@ -47,6 +47,16 @@ TEST(RuntimeOptions, OutOfRangeValuesNameTheOptionAndTheFix) {
 
   for (std::uint32_t steps : {0u, 9u}) {
     options = {};
+    options.conditional_steps_per_iteration = steps;
+    status = ValidateRuntimeOptions(options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Contains(status.message(),
+                         absl::StrCat("RuntimeOptions.conditional_steps_per_iteration is ", steps,
+                                      "; it must be 1 to 8")))
+        << status;
+  }
+  for (std::uint32_t steps : {0u, 9u}) {
+    options = {};
     options.tail_steps_per_launch = steps;
     status = ValidateRuntimeOptions(options);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

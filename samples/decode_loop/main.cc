@@ -44,10 +44,10 @@ ABSL_FLAG(std::string, models, "tiny,small",
           "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
           "1024)");
 ABSL_FLAG(std::string, batches, "1,32", "comma-separated concurrent sequences (max_batch)");
-ABSL_FLAG(std::string, engines, "host,tail,tail4,conditional",
+ABSL_FLAG(std::string, engines, "host,tail,tail4,conditional,conditional4",
           "comma-separated drivers: host (host graph launch + sync per step), tail (tail-launch "
           "engine, default steps per launch), tail4 (tail-launch engine, 4 steps per launch), "
-          "conditional (conditional engine)");
+          "conditional (conditional engine), conditional4 (4 steps per loop iteration)");
 ABSL_FLAG(int, prompt_tokens, 16, "prompt length of every request");
 ABSL_FLAG(int, new_tokens, 128, "tokens generated per request (no stop token)");
 ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (continuous batching)");
@@ -176,6 +176,7 @@ struct EngineChoice {
   bool host = false;
   Engine engine = Engine::kTailLaunch;
   std::uint32_t tail_steps_per_launch = RuntimeOptions{}.tail_steps_per_launch;
+  std::uint32_t conditional_steps_per_iteration = RuntimeOptions{}.conditional_steps_per_iteration;
 };
 
 absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text) {
@@ -187,11 +188,15 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text) 
       out.push_back({"Baton tail-launch", false, Engine::kTailLaunch});
     } else if (part == "tail4") {
       out.push_back({"Baton tail-launch, 4 steps per launch", false, Engine::kTailLaunch, 4});
+    } else if (part == "conditional4") {
+      out.push_back(
+          {"Baton conditional, 4 steps per iteration", false, Engine::kConditional, 2, 4});
     } else if (part == "conditional") {
       out.push_back({"Baton conditional", false, Engine::kConditional});
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("--engines: unknown driver '", part,
-                                                     "'; use host, tail, tail4, conditional"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--engines: unknown driver '", part,
+                       "'; use host, tail, tail4, conditional, conditional4"));
     }
   }
   if (out.empty() || !out.front().host) {
@@ -261,6 +266,7 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       runtime_options.queue_capacity = 1u << 12;
       runtime_options.mailbox_capacity = 1u << 12;
       runtime_options.tail_steps_per_launch = choice.tail_steps_per_launch;
+      runtime_options.conditional_steps_per_iteration = choice.conditional_steps_per_iteration;
       if (trace) runtime_options.trace_capacity = 1u << 16;
       BATON_ASSIGN_OR_RETURN(runtime, Runtime::Create(runtime_options));
       BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram(buckets)));

@@ -11,12 +11,18 @@ __global__ void engine_step_kernel(LoopState* state, int kernel, int last, StepA
   // Launched with launch_step_kernel (programmatic dependent launch).
   allow_next_node();
   wait_for_previous_nodes();
+  // An empty step (a multi-step graph or loop body whose next step belongs to
+  // another bucket, or to no step at all) does nothing, as runtime.h asks.
   if (threadIdx.x != 0) return;
-  state->values[kernel] = NextValue(state->values[kernel], kernel);
+  // Both loads issue together: checking for an empty step costs no round trip.
+  const std::uint32_t batch = args.header->batch;
+  const std::uint32_t value = state->values[kernel];
+  if (batch == 0) return;
+  state->values[kernel] = NextValue(value, kernel);
   if (!last) return;
   const std::uint32_t done = state->steps_done + 1;
   state->steps_done = done;
-  if (args.header->batch > 0 && done >= static_cast<std::uint32_t>(args.items[0].payload)) {
+  if (done >= static_cast<std::uint32_t>(args.items[0].payload)) {
     finish_item(args, 0, done);
   }
 }

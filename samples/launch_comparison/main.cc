@@ -205,9 +205,11 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> traced, make_runtime({1}, traced_options));
   RuntimeOptions one_step_options;
   one_step_options.tail_steps_per_launch = 1;
+  one_step_options.conditional_steps_per_iteration = 1;
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> one_step, make_runtime({1}, one_step_options));
   RuntimeOptions four_step_options;
   four_step_options.tail_steps_per_launch = 4;
+  four_step_options.conditional_steps_per_iteration = 4;
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> four_steps, make_runtime({1}, four_step_options));
   RuntimeOptions unwatched_options;
   unwatched_options.watchdog_timeout = absl::InfiniteDuration();
@@ -320,6 +322,10 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
       engine_mode("Baton tail-launch engine, 4 steps per launch", four_steps.get(),
                   Engine::kTailLaunch),
       engine_mode("Baton conditional engine", one_bucket.get(), Engine::kConditional),
+      engine_mode("Baton conditional engine, 1 step per iteration", one_step.get(),
+                  Engine::kConditional),
+      engine_mode("Baton conditional engine, 4 steps per iteration", four_steps.get(),
+                  Engine::kConditional),
       engine_mode("Baton conditional engine, 2 buckets", two_buckets.get(), Engine::kConditional),
       engine_mode("Baton tail-launch engine, synthetic step", synthetic.get(), Engine::kTailLaunch,
                   /*synthetic_program=*/true),

@@ -114,6 +114,13 @@ absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
                      " is neither 0 (off) nor a power of two in [", kMinTraceCapacity, ", ",
                      kMaxTraceCapacity, "]: use 0 or a power of two such as 65536"));
   }
+  if (options.conditional_steps_per_iteration < 1 ||
+      options.conditional_steps_per_iteration > kMaxTailStepsPerLaunch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions.conditional_steps_per_iteration is ",
+        options.conditional_steps_per_iteration, "; it must be 1 to ", kMaxTailStepsPerLaunch,
+        " (steps per loop body: more saves loop iterations, costs graph size)"));
+  }
   if (options.tail_steps_per_launch < 1 || options.tail_steps_per_launch > kMaxTailStepsPerLaunch) {
     return absl::InvalidArgumentError(
         absl::StrCat("RuntimeOptions.tail_steps_per_launch is ", options.tail_steps_per_launch,
@@ -431,10 +438,15 @@ class Runtime::Impl {
     BATON_ASSIGN_OR_RETURN(
         ConditionalGraphBuilder builder,
         ConditionalGraphBuilder::Create(absl::StrCat(program_.name, " (conditional engine)")));
+    // A loop body holds conditional_steps_per_iteration steps: [step; inner;
+    // step; ...; scheduler], so the WHILE is re-evaluated once per n steps
+    // (an inner node empties the body's later steps when the next step belongs
+    // to another bucket, as in the tail-launch engine's graphs).
+    const std::uint32_t steps_per_iteration = options_.conditional_steps_per_iteration;
     auto scheduler = [&](GraphSection& section, detail::ConditionalRole role,
-                         std::uint32_t body_bucket) {
+                         std::uint32_t body_bucket, bool after_inner = false) {
       return section.Capture([&](cudaStream_t stream) {
-        return detail::CaptureSchedulerNode(engine, params, stream, role, body_bucket);
+        return detail::CaptureSchedulerNode(engine, params, stream, role, body_bucket, after_inner);
       });
     };
     auto step = [&](GraphSection& section, std::uint32_t bucket) {
@@ -442,6 +454,18 @@ class Runtime::Impl {
       return section.Capture(
           [&](cudaStream_t stream) { return program_.enqueue(context, stream); });
     };
+    // The steps of one loop body and the inner nodes between them.
+    auto body_steps = [&](GraphSection& section, std::uint32_t bucket) -> absl::Status {
+      BATON_RETURN_IF_ERROR(step(section, bucket));
+      for (std::uint32_t k = 1; k < steps_per_iteration; ++k) {
+        BATON_RETURN_IF_ERROR(section.Capture([&](cudaStream_t stream) {
+          return detail::CaptureTailInnerNode(params, stream, bucket);
+        }));
+        BATON_RETURN_IF_ERROR(step(section, bucket));
+      }
+      return absl::OkStatus();
+    };
+    const bool after_inner = steps_per_iteration > 1;
     cudaGraphConditionalHandle while_handle = 0;
     cudaGraphConditionalHandle switch_handle = 0;
     const std::uint32_t bucket_count = static_cast<std::uint32_t>(program_.buckets.size());
@@ -454,8 +478,8 @@ class Runtime::Impl {
       BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/0));
       BATON_RETURN_IF_ERROR(scheduler(builder.root(), detail::ConditionalRole::kLoop, 0));
       BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
-        BATON_RETURN_IF_ERROR(step(loop, 0));
-        return scheduler(loop, detail::ConditionalRole::kLoop, 0);
+        BATON_RETURN_IF_ERROR(body_steps(loop, 0));
+        return scheduler(loop, detail::ConditionalRole::kLoop, 0, after_inner);
       }));
     } else {
       // Several buckets: the SWITCH is entered only when the bucket changes;
@@ -473,8 +497,8 @@ class Runtime::Impl {
             BATON_RETURN_IF_ERROR(step(body, b));
             BATON_RETURN_IF_ERROR(scheduler(body, detail::ConditionalRole::kInner, b));
             return body.While(stay_handles[b], [&](GraphSection& inner) {
-              BATON_RETURN_IF_ERROR(step(inner, b));
-              return scheduler(inner, detail::ConditionalRole::kInner, b);
+              BATON_RETURN_IF_ERROR(body_steps(inner, b));
+              return scheduler(inner, detail::ConditionalRole::kInner, b, after_inner);
             });
           });
         }

@@ -24,9 +24,10 @@ absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params, 
                                   ConditionalRole role, std::uint32_t body_bucket,
                                   bool after_inner) {
   BATON_RETURN_IF_ERROR(RequireCapture(stream));
-  BATON_CUDA_RETURN_IF_ERROR(engine == Engine::kTailLaunch
-                                 ? EnqueueTailLaunchScheduler(params, stream, after_inner)
-                                 : EnqueueConditionalScheduler(params, role, body_bucket, stream));
+  BATON_CUDA_RETURN_IF_ERROR(
+      engine == Engine::kTailLaunch
+          ? EnqueueTailLaunchScheduler(params, stream, after_inner)
+          : EnqueueConditionalScheduler(params, role, body_bucket, stream, after_inner));
   return absl::OkStatus();
 }
 

@@ -15,16 +15,17 @@ namespace baton::detail {
 // graphs fails with cudaErrorNotSupported outside one, ../shared/DESIGN.md).
 // FailedPrecondition, with nothing enqueued, when `stream` is not capturing.
 // For the conditional engine, `role` and `body_bucket` say where the node sits.
-// For the tail-launch engine, `after_inner` marks the last node of a two-step
-// bucket graph (it first launches a decision the inner node carried).
+// `after_inner` marks the last node of a multi-step bucket graph (tail-launch
+// engine) or loop body (conditional engine): it first acts on a decision an
+// inner node carried to another bucket.
 [[nodiscard]] absl::Status CaptureSchedulerNode(Engine engine, const SchedulerParams* params,
                                                 cudaStream_t stream,
                                                 ConditionalRole role = ConditionalRole::kLoop,
                                                 std::uint32_t body_bucket = 0,
                                                 bool after_inner = false);
 
-// The tail-launch engine's node between the two steps of bucket
-// `body_bucket`'s graph (scheduler_launch.h). Same capture rule.
+// The node between two steps of bucket `body_bucket`'s graph or loop body
+// (scheduler_launch.h). Same capture rule.
 [[nodiscard]] absl::Status CaptureTailInnerNode(const SchedulerParams* params, cudaStream_t stream,
                                                 std::uint32_t body_bucket);
 

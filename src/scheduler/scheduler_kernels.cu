@@ -70,16 +70,27 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 
 __global__ void __launch_bounds__(kSchedulerThreads)
     conditional_scheduler(const SchedulerParams* params, ConditionalRole role,
-                          std::uint32_t body_bucket) {
+                          std::uint32_t body_bucket, bool after_inner) {
   const SchedulerParams p = *params;  // the host's: may load before the wait
   wait_for_previous_nodes();
   SchedulerCounters& counters = *p.counters;
   if (role == ConditionalRole::kOuter && counters.decision_carried != 0) {
-    // An inner scheduler already decided this step (in another bucket).
+    // An inner scheduler already decided this step (in another bucket); an
+    // inner node between two steps of a body may have emptied the header's
+    // batch meanwhile, so it is restored from the book.
     if (lane_id() == 0) {
       counters.decision_carried = 0;
+      p.args.header->batch = p.book.counts->batch;
       set_switch_index(p.switch_handle, p.args.header->bucket);
       set_condition(p.while_handle, true);
+    }
+    return;
+  }
+  if (after_inner && counters.decision_carried != 0) {
+    // This body's inner node (between its steps) decided a step in another
+    // bucket: leave the bucket's loop; the outer scheduler launches it.
+    if (lane_id() == 0 && role == ConditionalRole::kInner) {
+      set_condition(p.stay_handles[body_bucket], false);
     }
     return;
   }
@@ -125,9 +136,10 @@ cudaError_t EnqueueTailInnerScheduler(const SchedulerParams* params, std::uint32
 }
 
 cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params, ConditionalRole role,
-                                        std::uint32_t body_bucket, cudaStream_t stream) {
+                                        std::uint32_t body_bucket, cudaStream_t stream,
+                                        bool after_inner) {
   return launch_step_kernel(conditional_scheduler, dim3(1), dim3(kSchedulerThreads), 0, stream,
-                            params, role, body_bucket);
+                            params, role, body_bucket, after_inner);
 }
 
 }  // namespace baton::detail

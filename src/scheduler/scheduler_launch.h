@@ -19,8 +19,9 @@ namespace baton::detail {
 [[nodiscard]] cudaError_t EnqueueTailLaunchScheduler(const SchedulerParams* params,
                                                      cudaStream_t stream, bool after_inner = false);
 
-// Tail-launch engine, between the steps of a multi-step bucket graph
-// ([step; inner; step; ...; inner; step; tail scheduler]): decides the next
+// Between the steps of a multi-step bucket graph (tail-launch engine: [step;
+// inner; step; ...; inner; step; tail scheduler]) or loop body (conditional
+// engine, ending in its own scheduler node): decides the next
 // step and lets the graph's next step run it when it stays in `body_bucket`.
 // Otherwise it empties the next step's batch (its kernels then do nothing)
 // and, for a step in another bucket, carries the decision to the tail
@@ -31,9 +32,13 @@ namespace baton::detail {
 // Conditional engine: decide, then set the conditional handles its `role`
 // owns (scheduler_params.h), or clear them and report the exit. `body_bucket`
 // is the bucket whose body holds an inner (kInner) node.
+// `after_inner`: the node ends a loop body with several steps (inner nodes
+// between them, EnqueueTailInnerScheduler) and first honours a decision one of
+// them carried to another bucket.
 [[nodiscard]] cudaError_t EnqueueConditionalScheduler(const SchedulerParams* params,
                                                       ConditionalRole role,
                                                       std::uint32_t body_bucket,
-                                                      cudaStream_t stream);
+                                                      cudaStream_t stream,
+                                                      bool after_inner = false);
 
 }  // namespace baton::detail

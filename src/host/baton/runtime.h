@@ -46,6 +46,9 @@ struct RuntimeOptions {
   // scheduler] n times, paying one device launch per n steps while the batch
   // stays in its bucket, for graphs n times as large (capture, upload, memory).
   std::uint32_t tail_steps_per_launch = 2;
+  // Conditional engine: steps per WHILE body, 1 to 8 (the same scheme: the
+  // loop condition is evaluated once per n steps while the bucket stays).
+  std::uint32_t conditional_steps_per_iteration = 2;
   // Device trace: a ring of this many scheduler events (0 = off, the default,
   // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
   std::uint32_t trace_capacity = 0;
