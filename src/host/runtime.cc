@@ -61,24 +61,6 @@ const char* EngineName(Engine engine) {
   return "unknown";
 }
 
-const char* ExitName(EngineExit exit) {
-  switch (exit) {
-    case EngineExit::kRunning:
-      return "running";
-    case EngineExit::kIdle:
-      return "idle";
-    case EngineExit::kDrained:
-      return "drained";
-    case EngineExit::kAborted:
-      return "aborted";
-    case EngineExit::kMailboxFull:
-      return "mailbox full";
-    case EngineExit::kError:
-      return "device error";
-  }
-  return "unknown";
-}
-
 }  // namespace
 
 absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
@@ -731,8 +713,9 @@ class Runtime::Impl {
       if (absl::Now() > deadline) {
         return Fail(absl::DeadlineExceededError(absl::StrCat(
             abort ? "Abort" : "Stop", ": the ", EngineName(engine_), " engine did not end within ",
-            absl::FormatDuration(options_.stop_timeout), " (last exit: ", ExitName(last_exit_),
-            "); a step kernel may be stuck in ", StepDescription(), ".", RecentEvents())));
+            absl::FormatDuration(options_.stop_timeout),
+            " (last exit: ", EngineExitName(last_exit_), "); a step kernel may be stuck in ",
+            StepDescription(), ".", RecentEvents())));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }

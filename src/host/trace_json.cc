@@ -11,21 +11,7 @@ namespace baton {
 namespace {
 
 absl::string_view ExitReasonName(std::uint32_t reason) {
-  switch (static_cast<EngineExit>(reason)) {
-    case EngineExit::kRunning:
-      return "running";
-    case EngineExit::kIdle:
-      return "idle";
-    case EngineExit::kDrained:
-      return "drained";
-    case EngineExit::kAborted:
-      return "aborted";
-    case EngineExit::kMailboxFull:
-      return "mailbox full";
-    case EngineExit::kError:
-      return "device error";
-  }
-  return "unknown";
+  return EngineExitName(static_cast<EngineExit>(reason));
 }
 
 // Microseconds since `origin_ns`, with the timer's nanosecond resolution.

@@ -30,4 +30,23 @@ enum class EngineExit : std::uint32_t {
   kError = 5,        // a device error (see the error word)
 };
 
+// Why an engine stopped, in words (Status messages, the trace's JSON).
+[[nodiscard]] constexpr const char* EngineExitName(EngineExit exit) {
+  switch (exit) {
+    case EngineExit::kRunning:
+      return "running";
+    case EngineExit::kIdle:
+      return "idle";
+    case EngineExit::kDrained:
+      return "drained";
+    case EngineExit::kAborted:
+      return "aborted";
+    case EngineExit::kMailboxFull:
+      return "mailbox full";
+    case EngineExit::kError:
+      return "device error";
+  }
+  return "unknown";
+}
+
 }  // namespace baton
