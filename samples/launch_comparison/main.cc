@@ -207,10 +207,19 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
   one_step_options.tail_steps_per_launch = 1;
   one_step_options.conditional_steps_per_iteration = 1;
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> one_step, make_runtime({1}, one_step_options));
+  RuntimeOptions two_step_options;
+  two_step_options.tail_steps_per_launch = 2;
+  two_step_options.conditional_steps_per_iteration = 2;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> two_steps, make_runtime({1}, two_step_options));
   RuntimeOptions four_step_options;
   four_step_options.tail_steps_per_launch = 4;
   four_step_options.conditional_steps_per_iteration = 4;
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> four_steps, make_runtime({1}, four_step_options));
+  RuntimeOptions eight_step_options;
+  eight_step_options.tail_steps_per_launch = 8;
+  eight_step_options.conditional_steps_per_iteration = 8;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> eight_steps,
+                         make_runtime({1}, eight_step_options));
   RuntimeOptions unwatched_options;
   unwatched_options.watchdog_timeout = absl::InfiniteDuration();
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> unwatched, make_runtime({1}, unwatched_options));
@@ -321,10 +330,14 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
                   Engine::kTailLaunch),
       engine_mode("Baton tail-launch engine, 4 steps per launch", four_steps.get(),
                   Engine::kTailLaunch),
+      engine_mode("Baton tail-launch engine, 8 steps per launch", eight_steps.get(),
+                  Engine::kTailLaunch),
       engine_mode("Baton conditional engine", one_bucket.get(), Engine::kConditional),
       engine_mode("Baton conditional engine, 1 step per iteration", one_step.get(),
                   Engine::kConditional),
-      engine_mode("Baton conditional engine, 4 steps per iteration", four_steps.get(),
+      engine_mode("Baton conditional engine, 2 steps per iteration", two_steps.get(),
+                  Engine::kConditional),
+      engine_mode("Baton conditional engine, 8 steps per iteration", eight_steps.get(),
                   Engine::kConditional),
       engine_mode("Baton conditional engine, 2 buckets", two_buckets.get(), Engine::kConditional),
       engine_mode("Baton tail-launch engine, synthetic step", synthetic.get(), Engine::kTailLaunch,

@@ -51,6 +51,11 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 
 __global__ void __launch_bounds__(kSchedulerThreads)
     tail_inner_scheduler(const SchedulerParams* params, std::uint32_t body_bucket) {
+  // The next node is the next step's first kernel: let it launch now, so its
+  // launch latency hides behind this decision (it waits for our writes in its
+  // own wait_for_previous_nodes; a kernel captured without PDL has a full
+  // edge and is unaffected).
+  allow_next_node();
   const SchedulerParams p = *params;  // the host's: may load before the wait
   wait_for_previous_nodes();
   // An earlier inner node of this graph carried a decision for another
@@ -71,6 +76,9 @@ __global__ void __launch_bounds__(kSchedulerThreads)
 __global__ void __launch_bounds__(kSchedulerThreads)
     conditional_scheduler(const SchedulerParams* params, ConditionalRole role,
                           std::uint32_t body_bucket, bool after_inner) {
+  // As in tail_inner_scheduler: a step kernel that follows us in the body
+  // launches now and waits for our writes itself.
+  allow_next_node();
   const SchedulerParams p = *params;  // the host's: may load before the wait
   wait_for_previous_nodes();
   SchedulerCounters& counters = *p.counters;
