@@ -17,20 +17,13 @@
 
 #include "baton/runtime.h"
 #include "baton/synthetic_step.h"
+#include "support/completion_ledger.h"
 #include "support/gpu_test.h"
 
 namespace baton {
 namespace {
 
 constexpr std::uint32_t kKind = 1;
-
-struct Result {
-  std::uint32_t steps = 0;
-  std::uint32_t value = 0;
-  bool operator==(const Result& other) const {
-    return steps == other.steps && value == other.value;
-  }
-};
 
 class DynamicParallelismTest : public testing::GpuTest {
  protected:
@@ -58,45 +51,15 @@ class DynamicParallelismTest : public testing::GpuTest {
 
   std::vector<WorkItem> MakeItems(std::uint32_t first_id, std::uint32_t count,
                                   std::uint32_t max_steps) {
-    std::vector<WorkItem> items;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      const std::uint32_t steps = std::uniform_int_distribution<std::uint32_t>(1, max_steps)(rng_);
-      items.push_back(WorkItem::make(kKind, first_id + i, steps));
-      needed_[first_id + i] = steps;
-    }
-    return items;
-  }
-
-  // Checks a completion against the host reference of the synthetic chain.
-  void Account(const Completion& c) {
-    ASSERT_TRUE(needed_.count(c.id)) << "phantom completion for id " << c.id;
-    EXPECT_EQ(++seen_[c.id], 1) << "id " << c.id << " completed twice";
-    EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
-    EXPECT_EQ(c.steps, needed_[c.id]) << "id " << c.id;
-    EXPECT_EQ(c.value, SyntheticExpectedValue(c.id, needed_[c.id], kernels_)) << "id " << c.id;
-    results_[c.id] = Result{c.steps, c.value};
-  }
-
-  void PollUntil(Runtime& runtime, size_t count) {
-    std::vector<Completion> out(97);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (seen_.size() < count && std::chrono::steady_clock::now() < deadline) {
-      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
-      for (size_t i = 0; i < n; ++i) Account(out[i]);
-    }
-    ASSERT_EQ(seen_.size(), count) << "completions missing after 30 s";
-  }
-
-  void Forget() {
-    seen_.clear();
-    results_.clear();
+    return ledger_.MakeItems(rng_, kKind, first_id, count, 1, max_steps);
   }
 
   std::mt19937 rng_;
   std::uint32_t kernels_ = 0;
-  std::map<std::uint32_t, std::uint32_t> needed_;
-  std::map<std::uint32_t, int> seen_;
-  std::map<std::uint32_t, Result> results_;
+  // Checks each completion against the host reference of the synthetic chain.
+  testing::CompletionLedger ledger_{[this](std::uint32_t id, std::uint32_t steps) {
+    return SyntheticExpectedValue(id, steps, kernels_);
+  }};
 };
 
 // One item of N steps: exactly N steps, and each step exactly K kernel
@@ -108,10 +71,10 @@ TEST_F(DynamicParallelismTest, RunsExactlyNStepsWithKPlusOneLaunchesEach) {
   options.max_batch = 8;
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, kKernels, {}));
   const WorkItem first = WorkItem::make(kKind, 1, kSteps);
-  needed_[1] = kSteps;
+  ledger_.Expect(1, kSteps);
   BATON_ASSERT_OK(runtime->Submit(absl::MakeConstSpan(&first, 1)));
   BATON_ASSERT_OK(runtime->Start(Engine::kDynamicParallelism));
-  PollUntil(*runtime, 1);
+  ledger_.PollUntil(*runtime, 1);
   BATON_ASSERT_OK_AND_ASSIGN(StopReport report, runtime->Stop());
   EXPECT_TRUE(report.completions.empty());
   EXPECT_EQ(report.still_queued, 0u);
@@ -125,9 +88,9 @@ TEST_F(DynamicParallelismTest, RunsExactlyNStepsWithKPlusOneLaunchesEach) {
   // Restart: the counters go on from where they were.
   BATON_ASSERT_OK(runtime->Start(Engine::kDynamicParallelism));
   const WorkItem second = WorkItem::make(kKind, 2, 50);
-  needed_[2] = 50;
+  ledger_.Expect(2, 50);
   BATON_ASSERT_OK(runtime->Submit(absl::MakeConstSpan(&second, 1)));
-  PollUntil(*runtime, 2);
+  ledger_.PollUntil(*runtime, 2);
   BATON_ASSERT_OK(runtime->Stop().status());
   stats = runtime->stats();
   EXPECT_EQ(stats.steps, kSteps + 50);
@@ -166,16 +129,16 @@ TEST_F(DynamicParallelismTest, BatchesAboveEveryBucketRunOnlyOnThisEngine) {
     const absl::Status status = runtime->Submit(items);
     if (absl::IsResourceExhausted(status)) {
       const std::uint64_t accepted = runtime->stats().submitted - submitted;
-      for (std::uint32_t i = accepted; i < chunk; ++i) needed_.erase(submitted + i);
+      for (std::uint32_t i = accepted; i < chunk; ++i) ledger_.Forget(submitted + i);
       submitted += accepted;
     } else {
       BATON_ASSERT_OK(status);
       submitted += chunk;
     }
     BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-    for (size_t i = 0; i < n; ++i) Account(out[i]);
+    ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
   }
-  PollUntil(*runtime, 800);
+  ledger_.PollUntil(*runtime, 800);
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
   EXPECT_EQ(report.still_queued, 0u);
   const RuntimeStats stats = runtime->stats();
@@ -193,11 +156,11 @@ TEST_F(DynamicParallelismTest, SameWorkGivesIdenticalResultsOnEveryEngine) {
   options.queue_capacity = 1024;
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, 5, {4, 16, 64}));
   const std::vector<WorkItem> items = MakeItems(0, 500, 40);
-  std::map<std::uint32_t, Result> reference;
+  std::map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>> reference;  // (steps, value)
   std::uint64_t reference_steps = 0;
   for (Engine engine : {Engine::kTailLaunch, Engine::kConditional, Engine::kDynamicParallelism}) {
     SCOPED_TRACE(static_cast<int>(engine));
-    Forget();
+    ledger_.ClearCompletions();
     BATON_ASSERT_OK(runtime->Start(engine));
     // Submit to an engine that went idle, so the first decision sees the
     // whole queue and every engine forms the same batches.
@@ -208,15 +171,15 @@ TEST_F(DynamicParallelismTest, SameWorkGivesIdenticalResultsOnEveryEngine) {
     }
     const std::uint64_t steps_before = runtime->stats().steps;
     BATON_ASSERT_OK(runtime->Submit(items));
-    PollUntil(*runtime, items.size());
+    ledger_.PollUntil(*runtime, items.size());
     BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
     EXPECT_EQ(report.still_queued, 0u);
     const std::uint64_t steps = runtime->stats().steps - steps_before;
     if (engine == Engine::kTailLaunch) {
-      reference = results_;
+      reference = ledger_.Results();
       reference_steps = steps;
     } else {
-      EXPECT_EQ(results_, reference);
+      EXPECT_EQ(ledger_.Results(), reference);
       // Same queue order and the same decide(): the same batches, step by step.
       EXPECT_EQ(steps, reference_steps);
     }
@@ -232,15 +195,15 @@ TEST_F(DynamicParallelismTest, StopDrainsInFlightWorkAndStartResumesTheQueue) {
   BATON_ASSERT_OK(runtime->Start(Engine::kDynamicParallelism));
   std::vector<Completion> out(8);
   BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-  for (size_t i = 0; i < n; ++i) Account(out[i]);
+  ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
-  for (const Completion& c : report.completions) Account(c);
+  ledger_.AccountAll(report.completions);
   EXPECT_FALSE(runtime->running());
   EXPECT_TRUE(report.in_flight.empty());
-  EXPECT_EQ(seen_.size() + report.still_queued, 400u);
+  EXPECT_EQ(ledger_.completed() + report.still_queued, 400u);
   EXPECT_GT(report.still_queued, 0u) << "400 long items cannot all finish before Stop";
   BATON_ASSERT_OK(runtime->Start(Engine::kDynamicParallelism));
-  PollUntil(*runtime, 400);
+  ledger_.PollUntil(*runtime, 400);
   BATON_ASSERT_OK(runtime->Stop().status());
 }
 

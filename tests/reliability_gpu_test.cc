@@ -25,6 +25,7 @@
 #include "baton/trace.h"
 #include "reliability_test_kernels.h"
 #include "runtime_test_kernels.h"
+#include "support/completion_ledger.h"
 #include "support/engine_list.h"
 #include "support/gpu_test.h"
 
@@ -71,43 +72,19 @@ class ReliabilityTest : public testing::GpuTest, public ::testing::WithParamInte
     return runtime;
   }
 
+  // `count` items with fresh ids.
   std::vector<WorkItem> MakeItems(std::uint32_t count, std::uint32_t min_steps,
                                   std::uint32_t max_steps) {
-    std::vector<WorkItem> items;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      const std::uint32_t id = next_id_++;
-      const std::uint32_t steps =
-          std::uniform_int_distribution<std::uint32_t>(min_steps, max_steps)(rng_);
-      items.push_back(WorkItem::make(1, id, steps));
-      needed_[id] = steps;
-    }
-    return items;
-  }
-
-  void Account(const Completion& c) {
-    ASSERT_TRUE(needed_.count(c.id)) << "phantom completion for id " << c.id;
-    EXPECT_EQ(++completed_[c.id], 1) << "id " << c.id << " completed twice";
-    EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
-    EXPECT_EQ(c.steps, needed_[c.id]) << "id " << c.id;
-    EXPECT_EQ(c.value, test::CountdownValue(c.id, needed_[c.id])) << "id " << c.id;
-  }
-
-  void PollUntil(Runtime& runtime, size_t count) {
-    std::vector<Completion> out(128);
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (completed_.size() < count && Clock::now() < deadline) {
-      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
-      for (size_t i = 0; i < n; ++i) Account(out[i]);
-    }
-    ASSERT_EQ(completed_.size(), count) << "completions missing after 60 s";
+    const std::uint32_t first = next_id_;
+    next_id_ += count;
+    return ledger_.MakeItems(rng_, 1, first, count, min_steps, max_steps);
   }
 
   std::mt19937 rng_;
   DeviceBuffer<std::uint32_t> runs_;
   MappedHostBuffer<std::uint32_t> gate_;
   std::uint32_t next_id_ = 0;
-  std::map<std::uint32_t, std::uint32_t> needed_;
-  std::map<std::uint32_t, int> completed_;
+  testing::CompletionLedger ledger_{test::CountdownValue};
 };
 
 // The trace of a finished run accounts for every step and item: sequences
@@ -121,7 +98,7 @@ TEST_P(ReliabilityTest, TraceAccountsForEveryStepAndItem) {
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
   BATON_ASSERT_OK(runtime->Submit(MakeItems(200, 1, 40)));
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  PollUntil(*runtime, 200);
+  ledger_.PollUntil(*runtime, 200, std::chrono::seconds(60));
   BATON_ASSERT_OK(runtime->Stop().status());
   BATON_ASSERT_OK_AND_ASSIGN(const std::vector<TraceEvent> events, runtime->Trace());
   const RuntimeStats stats = runtime->stats();
@@ -299,7 +276,7 @@ TEST_P(ReliabilityTest, WatchdogNeverFiresOnAHealthyLoop) {
     BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(warm));
     BATON_ASSERT_OK(runtime->Submit(MakeItems(8, 1, 4)));
     BATON_ASSERT_OK(runtime->Start(GetParam()));
-    PollUntil(*runtime, 8);
+    ledger_.PollUntil(*runtime, 8, std::chrono::seconds(60));
     BATON_ASSERT_OK(runtime->Stop().status());
   }
   RuntimeOptions options;
@@ -321,13 +298,13 @@ TEST_P(ReliabilityTest, WatchdogNeverFiresOnAHealthyLoop) {
   const std::uint64_t busy_steps = runtime->stats().steps;
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport aborted, runtime->Abort());
   EXPECT_EQ(aborted.in_flight.size(), 64u);
-  for (const WorkItem& item : aborted.in_flight) needed_.erase(item.id);
+  for (const WorkItem& item : aborted.in_flight) ledger_.Forget(item.id);
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  size_t expected = completed_.size();  // the warm-up's completions
+  size_t expected = ledger_.completed();  // the warm-up's completions
   for (int wave = 0; wave < 3; ++wave) {
     BATON_ASSERT_OK(runtime->Submit(MakeItems(96, 20, 200)));
     expected += 96;
-    PollUntil(*runtime, expected);
+    ledger_.PollUntil(*runtime, expected, std::chrono::seconds(60));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the engine is idle
     BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
     EXPECT_EQ(n, 0u);
@@ -353,7 +330,7 @@ TEST_P(ReliabilityTest, SeededEqualsCompletedPlusDrainedAcrossRestarts) {
     for (const WorkItem& item : items) EXPECT_TRUE(outstanding.insert(item.id).second);
   };
   auto complete = [&](const Completion& c) {
-    Account(c);
+    ledger_.Account(c);
     EXPECT_EQ(outstanding.erase(c.id), 1u) << "id " << c.id << " was not outstanding";
   };
   submit(MakeItems(300, 1, 60));
@@ -375,7 +352,7 @@ TEST_P(ReliabilityTest, SeededEqualsCompletedPlusDrainedAcrossRestarts) {
     if (abort) {
       for (const WorkItem& item : report.in_flight) {
         EXPECT_EQ(outstanding.erase(item.id), 1u) << "in-flight id " << item.id;
-        handed_back.push_back(WorkItem::make(1, item.id, needed_[item.id]));
+        handed_back.push_back(WorkItem::make(1, item.id, ledger_.needed().at(item.id)));
       }
     } else {
       EXPECT_TRUE(report.in_flight.empty());
@@ -393,7 +370,7 @@ TEST_P(ReliabilityTest, SeededEqualsCompletedPlusDrainedAcrossRestarts) {
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport last, runtime->Stop());
   EXPECT_EQ(last.still_queued, 0u);
   EXPECT_TRUE(outstanding.empty());
-  EXPECT_EQ(completed_.size(), needed_.size());
+  EXPECT_EQ(ledger_.completed(), ledger_.needed().size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ReliabilityTest, ::testing::ValuesIn(testing::AllEngines()),

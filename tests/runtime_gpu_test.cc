@@ -17,6 +17,7 @@
 #include "baton/runtime.h"
 #include "runtime_test_kernels.h"
 #include "scheduler_node.h"
+#include "support/completion_ledger.h"
 #include "support/gpu_test.h"
 
 namespace baton {
@@ -64,49 +65,27 @@ class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterfac
 
   std::vector<WorkItem> MakeItems(std::uint32_t first_id, std::uint32_t count,
                                   std::uint32_t max_steps) {
-    std::vector<WorkItem> items;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      const std::uint32_t steps = std::uniform_int_distribution<std::uint32_t>(1, max_steps)(rng_);
-      items.push_back(WorkItem::make(kKind, first_id + i, steps));
-      needed_[first_id + i] = steps;
-    }
-    return items;
+    return ledger_.MakeItems(rng_, kKind, first_id, count, 1, max_steps);
   }
 
-  // Checks one completion against what its item asked for; counts it.
-  void Account(const Completion& c) {
-    ASSERT_TRUE(needed_.count(c.id)) << "phantom completion for id " << c.id;
-    EXPECT_EQ(++seen_[c.id], 1) << "id " << c.id << " completed twice";
-    EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
-    EXPECT_EQ(c.steps, needed_[c.id]) << "id " << c.id;
-    EXPECT_EQ(c.value, test::CountdownValue(c.id, needed_[c.id])) << "id " << c.id;
-  }
-
-  // Polls until `count` completions arrived (or a deadline).
-  void PollUntil(Runtime& runtime, size_t count) {
-    std::vector<Completion> out(97);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (seen_.size() < count && std::chrono::steady_clock::now() < deadline) {
-      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
-      for (size_t i = 0; i < n; ++i) Account(out[i]);
-    }
-    ASSERT_EQ(seen_.size(), count) << "completions missing after 30 s";
+  static testing::CompletionLedger CountdownLedger() {
+    return testing::CompletionLedger(test::CountdownValue);
   }
 
   // Every completed item ran exactly as many steps as it asked for.
   void ExpectRunCounts() {
     std::vector<std::uint32_t> runs(kMaxItems);
     BATON_ASSERT_OK(runs_.CopyTo(absl::MakeSpan(runs)));
-    for (const auto& [id, n] : seen_) {
-      EXPECT_EQ(runs[id], needed_[id]) << "item " << id << " ran a wrong number of steps";
+    for (const auto& [id, c] : ledger_.completions()) {
+      EXPECT_EQ(runs[id], ledger_.needed().at(id))
+          << "item " << id << " ran a wrong number of steps";
     }
   }
 
   std::mt19937 rng_;
   DeviceBuffer<std::uint32_t> runs_;
   DeviceBuffer<std::uint32_t> scratch_;
-  std::map<std::uint32_t, std::uint32_t> needed_;
-  std::map<std::uint32_t, int> seen_;
+  testing::CompletionLedger ledger_ = CountdownLedger();
 };
 
 TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
@@ -126,16 +105,16 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
     if (absl::IsResourceExhausted(status)) {
       // The queue is full: the accepted prefix is in, the rest is resubmitted.
       const std::uint64_t accepted = runtime->stats().submitted - submitted;
-      for (std::uint32_t i = accepted; i < chunk; ++i) needed_.erase(submitted + i);
+      for (std::uint32_t i = accepted; i < chunk; ++i) ledger_.Forget(submitted + i);
       submitted += accepted;
     } else {
       BATON_ASSERT_OK(status);
       submitted += chunk;
     }
     BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-    for (size_t i = 0; i < n; ++i) Account(out[i]);
+    ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
   }
-  PollUntil(*runtime, 1000);
+  ledger_.PollUntil(*runtime, 1000);
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
   EXPECT_TRUE(report.completions.empty());
   EXPECT_EQ(report.still_queued, 0u);
@@ -150,7 +129,7 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
 }
 
 // Both graph engines with 1, 3 and 8 steps per bucket graph / loop body (the
-// default 2 runs in every other test): items of random lengths over several
+// defaults, 2 and 4, run in every other test): items of random lengths over several
 // buckets,
 // so inner scheduler nodes keep carrying decisions to other buckets and
 // emptying steps, and every item still runs exactly its steps, once.
@@ -158,8 +137,7 @@ TEST_P(RuntimeTest, EveryStepsPerLaunchRunsEachItemExactlyItsSteps) {
   for (std::uint32_t steps_per_launch : {1u, 3u, 8u}) {
     SCOPED_TRACE(steps_per_launch);
     BATON_ASSERT_OK(runs_.Fill(0));
-    needed_.clear();
-    seen_.clear();
+    ledger_ = CountdownLedger();
     RuntimeOptions options;
     options.max_batch = 64;
     options.tail_steps_per_launch = steps_per_launch;
@@ -170,9 +148,9 @@ TEST_P(RuntimeTest, EveryStepsPerLaunchRunsEachItemExactlyItsSteps) {
     for (std::uint32_t first = 0; first < 600; first += 50) {
       BATON_ASSERT_OK(runtime->Submit(MakeItems(first, 50, 30)));
       BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-      for (size_t i = 0; i < n; ++i) Account(out[i]);
+      ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
     }
-    PollUntil(*runtime, 600);
+    ledger_.PollUntil(*runtime, 600);
     BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
     EXPECT_TRUE(report.completions.empty());
     ExpectRunCounts();
@@ -192,7 +170,7 @@ TEST_P(RuntimeTest, ProgrammaticLaunchedStepKernelsSeeEachOthersResults) {
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, {}, /*two_kernels=*/true));
   BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 500, 25)));
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  PollUntil(*runtime, 500);
+  ledger_.PollUntil(*runtime, 500);
   BATON_ASSERT_OK(runtime->Stop().status());
   ExpectRunCounts();
 }
@@ -205,7 +183,7 @@ TEST_P(RuntimeTest, SingleBucketProgramRunsEveryItemExactly) {
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, {16}));
   BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 300, 30)));
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  PollUntil(*runtime, 300);
+  ledger_.PollUntil(*runtime, 300);
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
   EXPECT_EQ(report.still_queued, 0u);
   ExpectRunCounts();
@@ -221,7 +199,7 @@ TEST_P(RuntimeTest, ManyBucketsChooseCorrectly) {
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, buckets));
   BATON_ASSERT_OK(runtime->Submit(MakeItems(0, 300, 30)));
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  PollUntil(*runtime, 300);
+  ledger_.PollUntil(*runtime, 300);
   BATON_ASSERT_OK(runtime->Stop().status());
   ExpectRunCounts();
 }
@@ -235,15 +213,15 @@ TEST_P(RuntimeTest, StopDrainsInFlightWorkAndStartResumesTheQueue) {
   BATON_ASSERT_OK(runtime->Start(GetParam()));
   std::vector<Completion> out(8);
   BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-  for (size_t i = 0; i < n; ++i) Account(out[i]);
+  ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
-  for (const Completion& c : report.completions) Account(c);
+  ledger_.AccountAll(report.completions);
   EXPECT_FALSE(runtime->running());
   // Seeded = completed + still queued, exactly: nothing in flight after a drain.
-  EXPECT_EQ(seen_.size() + report.still_queued, 400u);
+  EXPECT_EQ(ledger_.completed() + report.still_queued, 400u);
   EXPECT_GT(report.still_queued, 0u) << "400 long items cannot all finish before Stop";
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  PollUntil(*runtime, 400);
+  ledger_.PollUntil(*runtime, 400);
   BATON_ASSERT_OK(runtime->Stop().status());
   ExpectRunCounts();
 }
@@ -255,7 +233,7 @@ TEST_P(RuntimeTest, AbortHandsBackInFlightItemsAndLosesNothing) {
   std::vector<WorkItem> items;
   for (std::uint32_t i = 0; i < 20; ++i) {
     items.push_back(WorkItem::make(kKind, i, 1u << 30));  // never finish on their own
-    needed_[i] = 1u << 30;
+    ledger_.Expect(i, 1u << 30);
   }
   BATON_ASSERT_OK(runtime->Submit(items));
   BATON_ASSERT_OK(runtime->Start(GetParam()));
