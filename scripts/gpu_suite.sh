@@ -98,14 +98,18 @@ while read -r name; do
 done < "$bin/gpu_tests.txt"
 
 if [ "${BATON_SUITE_SKIP_SAMPLES:-0}" != 1 ]; then
-  while IFS=$'\t' read -r name args; do
-    [ -n "$name" ] || continue
+  # A manifest entry is NAME, or NAME@LABEL for another run of the same
+  # sample (baton_add_sample_run), logged as NAME-LABEL.
+  while IFS=$'\t' read -r entry args; do
+    [ -n "$entry" ] || continue
+    name=${entry%%@*}
+    run=${entry/@/-}
     echo "== sample $name $args"
     # shellcheck disable=SC2086 # args are a word list from the manifest
-    timeout "$timeout_s" "$bin/$name" $args --json="$out/samples/$name.json" > "$out/logs/$name.log" 2>&1
+    timeout "$timeout_s" "$bin/$name" $args --json="$out/samples/$run.json" > "$out/logs/$run.log" 2>&1
     rc=$?
-    echo "$rc" > "$out/logs/$name.rc"
-    cat "$out/logs/$name.log"
+    echo "$rc" > "$out/logs/$run.rc"
+    cat "$out/logs/$run.log"
     [ $rc -eq 0 ] || status=1
   done < "$bin/samples.txt"
 fi

@@ -12,10 +12,10 @@
 # out of bounds on purpose (in child processes) to test how the runtime
 # reports a lost context: every tool would rightly report those faults.
 #
-# dynamic_parallelism_gpu_test launches kernels from the device: racecheck,
-# synccheck and initcheck print "CUDA Dynamic Parallelism is not supported by
-# the selected tool" and count it as an error (CUDA 13.0); memcheck supports
-# it and runs the binary.
+# dynamic_parallelism_gpu_test and decoder_dp_gpu_test launch kernels from the
+# device: racecheck, synccheck and initcheck print "CUDA Dynamic Parallelism is
+# not supported by the selected tool" and count it as an error (CUDA 13.0);
+# memcheck supports it and runs both binaries.
 #
 # sanitizer_skips TOOL BINARY_NAME: prints the reason and returns 0 to skip.
 sanitizer_skips() {
@@ -24,7 +24,8 @@ sanitizer_skips() {
     racecheck:decoder_model_gpu_test | synccheck:decoder_model_gpu_test)
       echo "library kernels; see scripts/sanitizer_skips.sh"; return 0 ;;
     racecheck:dynamic_parallelism_gpu_test | synccheck:dynamic_parallelism_gpu_test | \
-    initcheck:dynamic_parallelism_gpu_test)
+    initcheck:dynamic_parallelism_gpu_test | racecheck:decoder_dp_gpu_test | \
+    synccheck:decoder_dp_gpu_test | initcheck:decoder_dp_gpu_test)
       echo "this tool does not support dynamic parallelism; memcheck runs it"; return 0 ;;
     *:device_fault_gpu_test) echo "faults on purpose; see scripts/sanitizer_skips.sh"; return 0 ;;
   esac

@@ -29,140 +29,38 @@
 #include "baton/decoder_weights.h"
 #include "baton/runtime.h"
 #include "support/decode_reference.h"
+#include "support/decoder_runs.h"
 #include "support/gpu_test.h"
 #include "support/model_reference.h"
 
 namespace baton {
 namespace {
 
+using testing::CheckAgainstReference;
+using testing::CheckCompletionRules;
+using testing::EngineLabel;
+using testing::Outcome;
+using testing::RandomPrompt;
+using testing::RandomRequests;
+using testing::Rng;
+using testing::RunOptions;
+using testing::RunRequests;
+using testing::Uniform;
+
 constexpr Engine kEngines[] = {Engine::kTailLaunch, Engine::kConditional};
 
-const char* EngineLabel(Engine engine) {
-  return engine == Engine::kTailLaunch ? "tail-launch" : "conditional";
-}
-
 DecoderConfig TinyConfig(DecoderDType dtype = DecoderDType::kFloat16) {
-  DecoderConfig c;
-  c.layers = 2;
-  c.d_model = 128;
-  c.heads = 4;
-  c.head_dim = 32;
-  c.ffn = 256;
-  c.vocab = 512;
-  c.max_context = 64;
-  c.dtype = dtype;
-  return c;
+  return testing::TinyDecoderConfig(dtype);
 }
 
-std::mt19937_64& Rng() {
-  static std::mt19937_64 rng(std::random_device{}());
-  return rng;
-}
-
-int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(Rng()); }
-
-std::vector<std::int32_t> RandomPrompt(const DecoderConfig& c, int length) {
-  std::vector<std::int32_t> prompt(length);
-  for (auto& t : prompt) t = Uniform(0, c.vocab - 1);
-  return prompt;
-}
-
-struct Outcome {
-  std::uint32_t value = 0;
-  std::uint32_t steps = 0;
-  int completions = 0;
-  std::vector<std::int32_t> tokens;
-};
-
-// Runs `requests` (entries 0..n-1) through a fresh runtime with `engine`,
-// submitting in chunks of `chunk` while the loop runs; returns each entry's
-// outcome. Fails the test on a missing, phantom or duplicate completion.
-std::map<std::uint32_t, Outcome> RunRequests(DecoderModel& model, Engine engine,
-                                             const std::vector<DecodeRequest>& requests,
-                                             std::vector<std::uint32_t> buckets,
-                                             std::size_t chunk) {
-  std::map<std::uint32_t, Outcome> outcomes;
-  RuntimeOptions options;
-  options.max_batch = model.options().max_batch;
-  options.queue_capacity = 4096;
-  options.mailbox_capacity = 256;
-  auto runtime = Runtime::Create(options);
-  EXPECT_TRUE(runtime.ok()) << runtime.status();
-  if (!runtime.ok()) return outcomes;
-  EXPECT_TRUE((*runtime)->RegisterStepProgram(model.MakeStepProgram(std::move(buckets))).ok());
-  EXPECT_TRUE(model.WriteRequests(0, requests).ok());
-  absl::Status started = (*runtime)->Start(engine);
-  EXPECT_TRUE(started.ok()) << started;
-  if (!started.ok()) return outcomes;
-  std::vector<Completion> out(64);
-  std::size_t submitted = 0, completed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (completed < requests.size() && std::chrono::steady_clock::now() < deadline) {
-    if (submitted < requests.size()) {
-      std::vector<WorkItem> items;
-      for (std::size_t i = submitted; i < std::min(requests.size(), submitted + chunk); ++i) {
-        items.push_back(DecoderModel::WorkItemFor(static_cast<std::uint32_t>(i)));
-      }
-      absl::Status s = (*runtime)->Submit(items);
-      EXPECT_TRUE(s.ok()) << s;
-      submitted += items.size();
-    }
-    auto n = (*runtime)->Poll(absl::MakeSpan(out));
-    EXPECT_TRUE(n.ok()) << n.status();
-    if (!n.ok()) break;
-    for (std::size_t i = 0; i < *n; ++i) {
-      const Completion& c = out[i];
-      EXPECT_LT(c.id, requests.size()) << "phantom completion";
-      Outcome& o = outcomes[c.id];
-      o.value = c.value;
-      o.steps = c.steps;
-      EXPECT_EQ(++o.completions, 1) << "entry " << c.id << " completed twice";
-      EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
-      ++completed;
-    }
-  }
-  EXPECT_EQ(completed, requests.size()) << EngineLabel(engine) << ": completions missing";
-  auto report = (*runtime)->Stop();
-  EXPECT_TRUE(report.ok()) << report.status();
-  for (auto& [entry, o] : outcomes) {
-    if (o.value == kRefusedRequest || o.value > requests[entry].max_new_tokens) continue;
-    auto tokens = model.ReadGenerated(entry, o.value);
-    EXPECT_TRUE(tokens.ok()) << tokens.status();
-    if (tokens.ok()) o.tokens = *tokens;
-  }
-  return outcomes;
-}
-
-// Teacher-forces the reference along the device's tokens; returns the number
-// of near-ties, fails on a token that is neither the argmax nor a near-tie.
-int CheckAgainstReference(reference::ReferenceDecoder& ref, const DecodeRequest& request,
-                          const std::vector<std::int32_t>& tokens, const SamplingParams& sampling,
-                          const std::string& what) {
-  constexpr double kTieMargin = 0.05;  // logits have unit scale; 1e-2 relative error allows this
-  ref.Reset();
-  std::vector<float> logits;
-  for (std::int32_t t : request.prompt) logits = ref.Step(t);
-  int ties = 0;
-  for (std::size_t g = 0; g < tokens.size(); ++g) {
-    const int vocab = static_cast<int>(logits.size());
-    std::vector<double> scores(logits.begin(), logits.end());
-    if (sampling.temperature > 0.0f) {
-      scores = reference::SampleScores(logits.data(), vocab, sampling.temperature, sampling.seed,
-                                       request.sequence_id, static_cast<std::uint32_t>(g));
-    }
-    const int best =
-        static_cast<int>(std::max_element(scores.begin(), scores.end()) - scores.begin());
-    const int got = tokens[g];
-    if (got != best) {
-      EXPECT_TRUE(got >= 0 && got < vocab && scores[got] >= scores[best] - kTieMargin)
-          << what << " token " << g << ": device " << got << " (score "
-          << (got >= 0 && got < vocab ? scores[got] : 0.0) << "), reference " << best << " (score "
-          << scores[best] << ")";
-      ++ties;
-    }
-    if (g + 1 < tokens.size()) logits = ref.Step(got);
-  }
-  return ties;
+std::map<std::uint32_t, Outcome> RunOn(DecoderModel& model, Engine engine,
+                                       const std::vector<DecodeRequest>& requests,
+                                       std::vector<std::uint32_t> buckets, std::size_t chunk) {
+  RunOptions options;
+  options.engine = engine;
+  options.buckets = std::move(buckets);
+  options.chunk = chunk;
+  return RunRequests(model, requests, options).outcomes;
 }
 
 class DecoderModelTest : public testing::GpuTest {};
@@ -180,7 +78,7 @@ TEST_F(DecoderModelTest, LogitsMatchTheReference) {
       DecodeRequest request;
       request.prompt = RandomPrompt(options.config, Uniform(1, 20));
       request.max_new_tokens = 1;
-      const auto outcomes = RunRequests(*model, Engine::kTailLaunch, {request}, {1, 2, 4}, 1);
+      const auto outcomes = RunOn(*model, Engine::kTailLaunch, {request}, {1, 2, 4}, 1);
       ASSERT_EQ(outcomes.size(), 1u);
       EXPECT_EQ(outcomes.at(0).value, 1u);
       EXPECT_EQ(outcomes.at(0).steps, request.prompt.size());
@@ -222,7 +120,7 @@ TEST_F(DecoderModelTest, GreedyAndSampledTokensMatchTheReference) {
       requests[i].max_new_tokens = Uniform(8, 40);
       requests[i].sequence_id = Rng()();
     }
-    const auto outcomes = RunRequests(*model, Engine::kTailLaunch, requests, {1, 2, 4, 8}, 6);
+    const auto outcomes = RunOn(*model, Engine::kTailLaunch, requests, {1, 2, 4, 8}, 6);
     BATON_ASSERT_OK_AND_ASSIGN(DecoderHostWeights weights,
                                GenerateDecoderWeights(options.config, options.weight_seed));
     reference::ReferenceDecoder ref(weights);
@@ -255,44 +153,23 @@ TEST_F(DecoderModelTest, ContinuousBatchingCompletesEveryRequestOnceOnEveryEngin
   options.gemm = DecoderGemm::kBatonGemv;
   options.sampling = SamplingParams{1.0f, Rng()()};
   BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));
-  std::vector<DecodeRequest> requests(1000);
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    requests[i].prompt = RandomPrompt(options.config, Uniform(1, 16));
-    requests[i].max_new_tokens = Uniform(1, 40);
-    requests[i].stop_token = Uniform(0, 3) == 0 ? -1 : Uniform(0, options.config.vocab - 1);
-    requests[i].sequence_id = i;
-  }
+  const std::vector<DecodeRequest> requests = RandomRequests(options.config, 1000);
   std::vector<std::map<std::uint32_t, Outcome>> runs;
   std::vector<std::string> labels;
   for (Engine engine : kEngines) {
-    runs.push_back(RunRequests(*model, engine, requests, {1, 4, 8, 16, 32}, 97));
+    runs.push_back(RunOn(*model, engine, requests, {1, 4, 8, 16, 32}, 97));
     labels.push_back(EngineLabel(engine));
   }
-  runs.push_back(RunRequests(*model, kEngines[0], requests, {32}, 1000));
+  runs.push_back(RunOn(*model, kEngines[0], requests, {32}, 1000));
   labels.push_back("tail-launch, one bucket, all at once");
   int stopped = 0;
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    ASSERT_EQ(runs[r].size(), requests.size()) << labels[r];
+    const int stops = CheckCompletionRules(runs[r], requests, labels[r]);
+    if (r == 0) stopped = stops;
+    if (r == 0 || runs[r].size() != requests.size() || runs[0].size() != requests.size()) continue;
     for (std::uint32_t e = 0; e < requests.size(); ++e) {
-      const Outcome& o = runs[r].at(e);
-      const DecodeRequest& q = requests[e];
-      ASSERT_GE(o.value, 1u) << labels[r] << " entry " << e;
-      ASSERT_LE(o.value, q.max_new_tokens) << labels[r] << " entry " << e;
-      ASSERT_EQ(o.tokens.size(), o.value);
-      EXPECT_EQ(o.steps, q.prompt.size() + o.value - 1) << labels[r] << " entry " << e;
-      // It stopped exactly at its limit or at its first stop token.
-      const auto first_stop = std::find(o.tokens.begin(), o.tokens.end(), q.stop_token);
-      if (o.value < q.max_new_tokens) {
-        EXPECT_EQ(first_stop, o.tokens.end() - 1) << labels[r] << " entry " << e;
-      } else {
-        EXPECT_TRUE(first_stop == o.tokens.end() || first_stop == o.tokens.end() - 1)
-            << labels[r] << " entry " << e;
-      }
-      if (r == 0 && o.value < q.max_new_tokens) ++stopped;
-      if (r > 0) {
-        EXPECT_EQ(o.tokens, runs[0].at(e).tokens)
-            << labels[r] << " differs from " << labels[0] << " at entry " << e;
-      }
+      EXPECT_EQ(runs[r].at(e).tokens, runs[0].at(e).tokens)
+          << labels[r] << " differs from " << labels[0] << " at entry " << e;
     }
   }
   std::printf("  1000 requests, %d ended on their stop token\n", stopped);

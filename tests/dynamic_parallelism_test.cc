@@ -74,6 +74,24 @@ TEST(DynamicParallelismValidation, MalformedDeviceStepIsRefused) {
                 "its device step serves batches up to 32 but RuntimeOptions.max_batch is 64");
 }
 
+// The decoder model's device step is sized for DecoderModelOptions::max_batch:
+// a runtime that may batch more is refused, naming the model's option.
+TEST(DynamicParallelismValidation, DecoderDeviceStepMustServeTheRuntimesMaxBatch) {
+  RuntimeOptions options;
+  options.max_batch = 64;
+  StepProgram program = GraphProgram({8, 32});
+  program.name = "decoder";
+  program.device_step = DeviceStepProgram{DeviceStepKind::kDecoder, kFakeParams, 32};
+  ExpectMessage(ValidateStepProgram(program, options), absl::StatusCode::kInvalidArgument,
+                "step program 'decoder': its device step serves batches up to 32 but "
+                "RuntimeOptions.max_batch is 64: create the DecoderModel with "
+                "DecoderModelOptions::max_batch = 64 or lower RuntimeOptions.max_batch");
+  // A model built for more than the runtime batches is fine, above every bucket too.
+  program.device_step.max_batch = 100;
+  EXPECT_TRUE(ValidateStepProgram(program, options).ok());
+  EXPECT_TRUE(detail::CheckProgramFitsEngine(program, options, Engine::kDynamicParallelism).ok());
+}
+
 TEST(DynamicParallelismValidation, EachEngineSaysWhatTheProgramLacks) {
   RuntimeOptions options;
   options.max_batch = 100;

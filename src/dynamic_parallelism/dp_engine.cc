@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "baton/device_error_word.h"
 #include "baton/status.h"
@@ -12,7 +14,7 @@ namespace baton::detail {
 absl::Status ValidateDeviceStep(const StepProgram& program, const RuntimeOptions& options) {
   const DeviceStepProgram& step = program.device_step;
   if (step.kind == DeviceStepKind::kNone) return absl::OkStatus();
-  if (step.kind != DeviceStepKind::kSynthetic) {
+  if (step.kind != DeviceStepKind::kSynthetic && step.kind != DeviceStepKind::kDecoder) {
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "': device_step.kind ",
                      static_cast<std::uint32_t>(step.kind),
@@ -24,10 +26,14 @@ absl::Status ValidateDeviceStep(const StepProgram& program, const RuntimeOptions
         "': device_step.params is null: point it at the kind's parameters in device memory"));
   }
   if (step.max_batch != 0 && step.max_batch < options.max_batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step program '", program.name, "': its device step serves batches up to ",
-                     step.max_batch, " but RuntimeOptions.max_batch is ", options.max_batch,
-                     ": build the device step for ", options.max_batch, " or lower max_batch"));
+    const std::string fix =
+        step.kind == DeviceStepKind::kDecoder
+            ? absl::StrCat("create the DecoderModel with DecoderModelOptions::max_batch = ",
+                           options.max_batch, " or lower RuntimeOptions.max_batch")
+            : absl::StrCat("build the device step for ", options.max_batch, " or lower max_batch");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step program '", program.name, "': its device step serves batches up to ", step.max_batch,
+        " but RuntimeOptions.max_batch is ", options.max_batch, ": ", fix));
   }
   return absl::OkStatus();
 }
@@ -39,7 +45,8 @@ absl::Status CheckProgramFitsEngine(const StepProgram& program, const RuntimeOpt
       return absl::FailedPreconditionError(absl::StrCat(
           "Start(Engine::kDynamicParallelism): step program '", program.name,
           "' has no device step: set StepProgram::device_step to one of Baton's device step "
-          "programs (e.g. from SyntheticStepProgram); device code can launch only kernels "
+          "programs (e.g. from SyntheticStepProgram or DecoderModel::MakeStepProgram); device "
+          "code can launch only kernels "
           "linked into Baton's dynamic-parallelism library"));
     }
     return absl::OkStatus();

@@ -7,6 +7,8 @@ __device__ DeviceStepLaunch launch_device_step(const DeviceStepProgram& step, co
   switch (step.kind) {
     case DeviceStepKind::kSynthetic:
       return launch_synthetic_step(args, step.params, batch);
+    case DeviceStepKind::kDecoder:
+      return launch_decoder_step(args, step.params, batch);
     case DeviceStepKind::kNone:
       break;
   }

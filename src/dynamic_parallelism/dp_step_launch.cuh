@@ -29,5 +29,8 @@ struct DeviceStepLaunch {
 [[nodiscard]] __device__ DeviceStepLaunch launch_synthetic_step(const StepArgs& args,
                                                                 const void* params,
                                                                 std::uint32_t batch);
+[[nodiscard]] __device__ DeviceStepLaunch launch_decoder_step(const StepArgs& args,
+                                                              const void* params,
+                                                              std::uint32_t batch);
 
 }  // namespace baton::detail

@@ -12,6 +12,7 @@
 #include "baton/decoder_config_check.h"
 #include "baton/half_bits.h"
 #include "baton/status.h"
+#include "decoder_device_step.h"
 #include "decoder_step.h"
 
 namespace baton {
@@ -39,16 +40,6 @@ class Arena {
 
  private:
   std::size_t size_ = 0;
-};
-
-struct LayerDevice {
-  const void* attn_norm = nullptr;
-  const void* wqkv = nullptr;
-  const void* wo = nullptr;
-  const void* ffn_norm = nullptr;
-  const void* w_gate_up = nullptr;
-  const void* w_down = nullptr;
-  KvCacheLayer cache;
 };
 
 // The five projections of one bucket size.
@@ -161,7 +152,7 @@ class DecoderModel::Impl {
     BATON_RETURN_IF_ERROR(kv_.Fill(0, stream_.get()));
     for (int l = 0; l < c.layers; ++l) {
       const LayerOffsets& o = layer_offsets[l];
-      LayerDevice layer;
+      detail::DecoderLayerView layer;
       layer.attn_norm = at(o.attn_norm);
       layer.wqkv = at(o.wqkv);
       layer.wo = at(o.wo);
@@ -228,7 +219,41 @@ class DecoderModel::Impl {
     if (options.gemm == DecoderGemm::kCublasLt) {
       BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
     }
+    return InitDeviceStep();
+  }
+
+  // The device step program (DeviceStepKind::kDecoder): the same buffers the
+  // graph path uses, GEMV projections whatever options.gemm says.
+  absl::Status InitDeviceStep() {
+    detail::DecoderDeviceStep step;
+    step.view = view_;
+    step.embedding = embedding_;
+    step.final_norm = final_norm_;
+    step.lm_head = lm_head_;
+    BATON_ASSIGN_OR_RETURN(layers_device_,
+                           DeviceBuffer<detail::DecoderLayerView>::Create(layers_.size()));
+    BATON_RETURN_IF_ERROR(layers_device_.CopyFrom(layers_));
+    step.layers = layers_device_.data();
+    step.hidden = hidden_.data();
+    step.normed = normed_.data();
+    step.qkv = qkv_.data();
+    step.attention = attention_.data();
+    step.projected = projected_.data();
+    step.gate_up = gate_up_.data();
+    step.logits = logits_.data();
+    step.sampling = options_.sampling;
+    BATON_ASSIGN_OR_RETURN(device_step_, DeviceBuffer<detail::DecoderDeviceStep>::Create(1));
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(device_step_.data(), &step, sizeof(step), cudaMemcpyHostToDevice));
     return absl::OkStatus();
+  }
+
+  DeviceStepProgram device_step() const {
+    DeviceStepProgram program;
+    program.kind = DeviceStepKind::kDecoder;
+    program.params = device_step_.data();
+    program.max_batch = options_.max_batch;
+    return program;
   }
 
   absl::Status WriteRequests(std::uint32_t first, absl::Span<const DecodeRequest> requests) {
@@ -306,7 +331,7 @@ class DecoderModel::Impl {
                                                        layers_.front().attn_norm, batch,
                                                        hidden_.data(), normed_.data(), stream));
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const LayerDevice& layer = layers_[l];
+      const detail::DecoderLayerView& layer = layers_[l];
       BATON_RETURN_IF_ERROR(
           linear(0, normed_.data(), layer.wqkv, c.qkv_width(), c.d_model, qkv_.data()));
       BATON_CUDA_RETURN_IF_ERROR(
@@ -425,7 +450,7 @@ class DecoderModel::Impl {
   const void* embedding_ = nullptr;
   const void* final_norm_ = nullptr;
   const void* lm_head_ = nullptr;
-  std::vector<LayerDevice> layers_;
+  std::vector<detail::DecoderLayerView> layers_;
   DeviceBuffer<std::uint16_t> kv_;
   DeviceBuffer<float> hidden_;
   DeviceBuffer<std::uint16_t> normed_, qkv_, attention_, projected_, gate_up_, ffn_act_, logits_;
@@ -436,6 +461,8 @@ class DecoderModel::Impl {
   DeviceBuffer<DecodeRequestInfo> requests_;
   DeviceBuffer<std::int32_t> sequences_;
   detail::DecoderStepView view_;
+  DeviceBuffer<detail::DecoderLayerView> layers_device_;
+  DeviceBuffer<detail::DecoderDeviceStep> device_step_;
   std::shared_ptr<CublasLtContext> cublas_;
   std::map<std::uint32_t, BucketPlans> plans_;
 };
@@ -483,6 +510,7 @@ StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {
   program.enqueue = [impl](const StepContext& ctx, cudaStream_t stream) {
     return impl->EnqueueStep(ctx, stream);
   };
+  program.device_step = impl->device_step();
   return program;
 }
 absl::Status DecoderModel::EnqueueStep(const StepContext& ctx, cudaStream_t stream) {

@@ -1,92 +1,31 @@
 #include <cstdint>
-#include <cuda/ptx>
 
 #include "baton/step_launch.cuh"
 #include "decoder_step.h"
+#include "decoder_step_body.cuh"
 
 namespace baton::detail {
 namespace {
 
-constexpr int kThreads = 128;
-
-__device__ std::size_t sequence_index(const DecoderStepView& v, std::uint32_t entry,
-                                      std::uint32_t token) {
-  return static_cast<std::size_t>(entry) * static_cast<std::size_t>(v.config.max_context) + token;
-}
-
-// The host validates every entry it writes; the device re-checks what it
-// indexes with, so a stale or forged item id is refused instead of reading
-// out of bounds.
-__device__ bool entry_ok(const DecoderStepView& v, const WorkItem& item, std::uint32_t step,
-                         DecodeRequestInfo& info) {
-  if (item.kind != kDecodeRequestKind || item.id >= v.max_requests) return false;
-  info = v.requests[item.id];
-  const std::uint64_t total = static_cast<std::uint64_t>(info.prompt_tokens) + info.max_new_tokens;
-  return info.prompt_tokens >= 1 && info.max_new_tokens >= 1 &&
-         total <= static_cast<std::uint64_t>(v.config.max_context) &&
-         static_cast<std::uint64_t>(step) + 1 < total;
-}
-
-// Both kernels are launched with launch_step_kernel: they may start while
-// the node before them (the scheduler, or the token selection) still runs.
 __global__ void step_begin_kernel(DecoderStepView v, StepArgs args, std::uint32_t capacity) {
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  wait_for_previous_nodes();
-  allow_next_node();
-  if (p >= capacity || p >= args.header->batch) return;
-  const WorkItem item = args.items[p];
-  const std::uint32_t slot = args.slots[p];
-  const std::uint32_t step = args.item_steps[p];
-  DecodeRequestInfo info;
-  if (slot >= v.max_batch || !entry_ok(v, item, step, info)) {
-    v.request_of[p] = kNoRequest;
-    v.in_tokens[p] = 0;
-    v.sequence_ids[p] = 0;
-    v.sequence_steps[p] = 0;
-    if (slot < v.max_batch) v.positions[slot] = -1;  // the layer kernels skip it
-    return;
-  }
-  v.request_of[p] = item.id;
-  v.positions[slot] = static_cast<std::int32_t>(step);
-  v.in_tokens[p] = v.sequences[sequence_index(v, item.id, step)];
-  v.sequence_ids[p] = info.sequence_id;
-  // The index of the token this step generates (0 for the last prompt token's step).
-  v.sequence_steps[p] = step + 1 >= info.prompt_tokens ? step + 1 - info.prompt_tokens : 0;
+  step_begin_body(v, args, capacity);
 }
 
 __global__ void step_end_kernel(DecoderStepView v, StepArgs args, std::uint32_t capacity) {
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  wait_for_previous_nodes();
-  allow_next_node();
-  if (p == 0 && v.step_end_ns != nullptr) {
-    v.step_end_ns[args.header->step & (v.step_clock_size - 1)] = cuda::ptx::get_sreg_globaltimer();
-  }
-  if (p >= capacity || p >= args.header->batch) return;
-  const std::uint32_t entry = v.request_of[p];
-  if (entry == kNoRequest) {
-    finish_item(args, p, kRefusedRequest);
-    return;
-  }
-  const DecodeRequestInfo info = v.requests[entry];
-  const std::uint32_t step = args.item_steps[p];
-  if (step + 1 < info.prompt_tokens) return;  // still reading the prompt
-  const std::uint32_t generated = step + 2 - info.prompt_tokens;
-  const std::int32_t token = v.out_tokens[p];
-  v.sequences[sequence_index(v, entry, step + 1)] = token;
-  if (token == info.stop_token || generated >= info.max_new_tokens) {
-    finish_item(args, p, generated);
-  }
+  step_end_body(v, args, capacity);
 }
 
-unsigned blocks_for(std::uint32_t capacity) { return (capacity + kThreads - 1) / kThreads; }
+unsigned blocks_for(std::uint32_t capacity) {
+  return (capacity + kStepFrameThreads - 1) / kStepFrameThreads;
+}
 
 }  // namespace
 
 cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
                              std::uint32_t capacity, cudaStream_t stream) {
   if (capacity == 0 || capacity > view.max_batch) return cudaErrorInvalidValue;
-  return launch_step_kernel(step_begin_kernel, dim3(blocks_for(capacity)), dim3(kThreads), 0,
-                            stream, view, args, capacity);
+  return launch_step_kernel(step_begin_kernel, dim3(blocks_for(capacity)), dim3(kStepFrameThreads),
+                            0, stream, view, args, capacity);
 }
 
 cudaError_t EnqueueStepEnd(const DecoderStepView& view, const StepArgs& args,
@@ -96,8 +35,8 @@ cudaError_t EnqueueStepEnd(const DecoderStepView& view, const StepArgs& args,
       (view.step_clock_size == 0 || (view.step_clock_size & (view.step_clock_size - 1)) != 0)) {
     return cudaErrorInvalidValue;
   }
-  return launch_step_kernel(step_end_kernel, dim3(blocks_for(capacity)), dim3(kThreads), 0, stream,
-                            view, args, capacity);
+  return launch_step_kernel(step_end_kernel, dim3(blocks_for(capacity)), dim3(kStepFrameThreads), 0,
+                            stream, view, args, capacity);
 }
 
 }  // namespace baton::detail

@@ -17,6 +17,7 @@ namespace baton {
 enum class DeviceStepKind : std::uint32_t {
   kNone = 0,       // no device step: the dynamic-parallelism engine refuses to start
   kSynthetic = 1,  // K tiny kernels per step (baton/synthetic_step.h)
+  kDecoder = 2,    // the decoder model's step (baton/decoder_model.h, GEMV projections)
 };
 
 struct DeviceStepProgram {

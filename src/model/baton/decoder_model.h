@@ -18,6 +18,14 @@
 // bucket or engine when the GEMMs are batch-invariant (DecoderGemm::kBatonGemv;
 // with cuBLASLt, different bucket sizes may pick different algorithms).
 //
+// The step program also carries the model's device step
+// (DeviceStepKind::kDecoder) for Engine::kDynamicParallelism: the same kernel
+// bodies launched from the device, grids sized for the actual batch, so that
+// engine serves batches above every bucket. Its projections are always
+// Baton's GEMV: with kBatonGemv its tokens are bit-identical to the graph
+// engines' and the host loop's; with kCublasLt they match a kBatonGemv
+// model's (same weights), not this model's graph engines.
+//
 // Thread safety: one host thread at a time; the model serves one runtime (or
 // host loop) at a time, since every step writes its activations and KV cache.
 #pragma once
@@ -42,7 +50,8 @@ namespace baton {
 
 // How the projections (QKV, attention output, FFN, logits) are computed.
 enum class DecoderGemm : std::uint32_t {
-  kCublasLt = 0,   // cuBLASLt plans per bucket size, explicit workspace (fastest)
+  kCublasLt = 0,   // cuBLASLt plans per bucket size, explicit workspace (fastest; graph
+                   // engines only: the dynamic-parallelism step runs the GEMV)
   kBatonGemv = 1,  // Baton's own GEMV: every row computed alike at any batch size, so
                    // tokens are bit-identical across buckets, engines and host loops
 };
@@ -57,7 +66,9 @@ struct DecodeRequest {
 struct DecoderModelOptions {
   DecoderConfig config;
   std::uint64_t weight_seed = 1;
-  std::uint32_t max_batch = 32;       // must equal the runtime's RuntimeOptions::max_batch
+  // The runtime's RuntimeOptions::max_batch: equal to it on the graph engines,
+  // at least it on the dynamic-parallelism engine.
+  std::uint32_t max_batch = 32;
   std::uint32_t max_requests = 1024;  // request-table entries
   DecoderGemm gemm = DecoderGemm::kCublasLt;
   SamplingParams sampling{0.0f, 0};         // temperature <= 0: greedy
@@ -90,7 +101,11 @@ class DecoderModel {
     return WorkItem::make(kDecodeRequestKind, entry, 0);
   }
 
-  // The step program to register with a Runtime: one graph per bucket.
+  // The step program to register with a Runtime: one graph per bucket on the
+  // graph engines, and the device step (above) on the dynamic-parallelism
+  // engine, where `buckets` only guide the scheduler and may all lie below
+  // max_batch. The program refers to this model: keep the model alive while
+  // a runtime uses it.
   [[nodiscard]] StepProgram MakeStepProgram(std::vector<std::uint32_t> buckets);
 
   // Enqueues one step for ctx (what MakeStepProgram's enqueue does): usable

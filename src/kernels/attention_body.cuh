@@ -1,0 +1,196 @@
+// RoPE, KV-cache append and decode attention: the attention kernel's body,
+// shared by the graph path (decode_kernels.cu) and the dynamic-parallelism
+// step (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>
+
+#include "decode_kernel_common.cuh"
+
+namespace baton::detail::decode {
+
+// RoPE, KV append and attention. V is the elements one load moves (8 when
+// head_dim is a multiple of 8, else 2).
+
+// Rotates the pairs of one V-element piece of a head starting at element d
+// (even) by pos * theta^(-d / head_dim).
+template <int V>
+__device__ void rotate(const DecoderConfig& config, int pos, int d, float (&x)[V],
+                       const float (&s)[V / 2], const float (&c)[V / 2]) {
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i) {
+    const float x0 = x[2 * i], x1 = x[2 * i + 1];
+    x[2 * i] = x0 * c[i] - x1 * s[i];
+    x[2 * i + 1] = x0 * s[i] + x1 * c[i];
+  }
+}
+
+// Rotates the V elements [d, d + V) of q and k of one head, stores the rotated
+// q in place and appends the rotated k and the v to the cache row `row`.
+// Returns the rotated q as the storage type rounds it.
+template <class T, int V>
+__device__ void rope_append_piece(const DecoderConfig& config, T* q, const T* k, const T* v,
+                                  T* keys, T* values, std::size_t row, int pos, int d,
+                                  float (&q_out)[V]) {
+  float s[V / 2], c[V / 2];
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i) {
+    const int pair = (d % config.head_dim) / 2 + i;
+    // theta^(-2i/head_dim) in fp32; the angle's error grows with pos, which
+    // max_context bounds (the tests' tolerance covers max_context 8192).
+    const float inv_freq = exp2f(-(2.0f * pair / config.head_dim) * log2f(config.rope_theta));
+    sincosf(static_cast<float>(pos) * inv_freq, &s[i], &c[i]);
+  }
+  const auto qv = load_packed<T, V>(q + d);
+  const auto kv = load_packed<T, V>(k + d);
+  const auto vv = load_packed<T, V>(v + d);
+  float qf[V], kf[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    qf[e] = qv[e];
+    kf[e] = kv[e];
+  }
+  rotate<V>(config, pos, d, qf, s, c);
+  rotate<V>(config, pos, d, kf, s, c);
+  store_packed<T, V>(q + d, qf);
+  store_packed<T, V>(keys + row, kf);
+  *reinterpret_cast<typename Bits<V>::type*>(values + row) = vv.bits;
+#pragma unroll
+  for (int e = 0; e < V; ++e) q_out[e] = Storage<T>::load(Storage<T>::store(qf[e]));
+}
+
+inline constexpr int kAttentionThreads = 128;
+inline constexpr int kAttentionChunk = 8;  // loads of one key row in flight at a time
+
+// One block per (position, head). Scores: a thread per key, its row's loads
+// all in flight. Values: groups of head_dim / V threads split the context,
+// each thread V consecutive dimensions. With Rope, the block first rotates
+// its head's q and k and appends k and v (EnqueueRopeAttention).
+// Dynamic shared memory: scores [max_context].
+template <class T, int V, bool Rope>
+__device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvCacheLayer cache,
+                                               DecodeBatch batch, T* out) {
+  using BlockReduce = cub::BlockReduce<float, kAttentionThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  __shared__ float broadcast;
+  __shared__ float q[kDecoderMaxHeadDim];
+  __shared__ float partial[kAttentionThreads * V];
+  extern __shared__ float scores[];
+  const std::uint32_t p = blockIdx.x;
+  const int head = blockIdx.y;
+  enter_step_node();
+  if (p >= *batch.active) return;
+  const int hd = config.head_dim;
+  const int pieces = hd / V;  // loads per row
+  T* out_row = out + static_cast<std::size_t>(p) * config.attention_width() + head * hd;
+  std::uint32_t slot = 0;
+  int pos = 0;
+  if (!sequence_of(batch, config, p, slot, pos)) {
+    const float zeros[V] = {};
+    for (int i = threadIdx.x; i < pieces; i += kAttentionThreads) {
+      store_packed<T, V>(out_row + i * V, zeros);
+    }
+    return;
+  }
+  const int context = pos + 1;
+  T* q_row = qkv + static_cast<std::size_t>(p) * config.qkv_width() + head * hd;
+  T* keys = static_cast<T*>(cache.keys) + cache_row(config, slot, head, 0);
+  T* values = static_cast<T*>(cache.values) + cache_row(config, slot, head, 0);
+  for (int i = threadIdx.x; i < pieces; i += kAttentionThreads) {
+    float qf[V];
+    if constexpr (Rope) {
+      const int width = config.attention_width();
+      rope_append_piece<T, V>(config, q_row, q_row + width, q_row + 2 * width, keys, values,
+                              static_cast<std::size_t>(pos) * hd + i * V, pos, i * V, qf);
+    } else {
+      const auto qv = load_packed<T, V>(q_row + i * V);
+#pragma unroll
+      for (int e = 0; e < V; ++e) qf[e] = qv[e];
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) q[i * V + e] = qf[e];
+  }
+  __syncthreads();  // q, and with Rope this token's cache rows, for the whole block
+
+  const float scale = rsqrtf(static_cast<float>(hd));
+  float local_max = -INFINITY;
+  for (int t = threadIdx.x; t < context; t += kAttentionThreads) {
+    const T* key = keys + static_cast<std::size_t>(t) * hd;
+    float dot = 0.0f;
+    for (int c0 = 0; c0 < pieces; c0 += kAttentionChunk) {
+      Packed<T, V> kv[kAttentionChunk];
+#pragma unroll
+      for (int j = 0; j < kAttentionChunk; ++j) {
+        kv[j] = c0 + j < pieces ? load_packed<T, V>(key + (c0 + j) * V) : zero_packed<T, V>();
+      }
+#pragma unroll
+      for (int j = 0; j < kAttentionChunk; ++j) {
+        if (c0 + j < pieces) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) dot += q[(c0 + j) * V + e] * kv[j][e];
+        }
+      }
+    }
+    const float score = dot * scale;
+    scores[t] = score;
+    local_max = fmaxf(local_max, score);
+  }
+  const float row_max = BlockReduce(temp).Reduce(local_max, cuda::maximum<float>{});
+  if (threadIdx.x == 0) broadcast = row_max;
+  __syncthreads();
+  const float m = broadcast;
+  float local_sum = 0.0f;
+  for (int t = threadIdx.x; t < context; t += kAttentionThreads) {
+    const float e = __expf(scores[t] - m);
+    scores[t] = e;
+    local_sum += e;
+  }
+  __syncthreads();  // temp is reused, and every score must be exponentiated
+  const float row_sum = BlockReduce(temp).Sum(local_sum);
+  if (threadIdx.x == 0) broadcast = row_sum;
+  __syncthreads();
+  const float inv_sum = 1.0f / broadcast;
+
+  const int groups = kAttentionThreads / pieces;
+  const int group = threadIdx.x / pieces;
+  const int piece = threadIdx.x % pieces;
+  float acc[V] = {};
+  if (group < groups) {
+    constexpr int kUnroll = 4;
+    for (int t0 = group; t0 < context; t0 += kUnroll * groups) {
+      Packed<T, V> vv[kUnroll];
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const int t = t0 + j * groups;
+        vv[j] = t < context
+                    ? load_packed<T, V>(values + static_cast<std::size_t>(t) * hd + piece * V)
+                    : zero_packed<T, V>();
+      }
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const int t = t0 + j * groups;
+        if (t < context) {
+          const float s = scores[t];
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] += s * vv[j][e];
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) partial[group * hd + piece * V + e] = acc[e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < pieces; i += kAttentionThreads) {
+    float total[V] = {};
+    for (int g = 0; g < groups; ++g) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) total[e] += partial[g * hd + i * V + e];
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) total[e] *= inv_sum;
+    store_packed<T, V>(out_row + i * V, total);
+  }
+}
+
+}  // namespace baton::detail::decode

@@ -1,0 +1,123 @@
+// Device helpers every decode-step kernel body shares (storage types, 16-byte
+// vector loads, the batch's slot/position lookup). Included by the kernel
+// bodies (row_kernel_body.cuh, attention_body.cuh, select_body.cuh,
+// gemv_body.cuh), which both Baton's graph-path kernels (decode_kernels.cu)
+// and the dynamic-parallelism copies (src/dynamic_parallelism) compile, so
+// every engine runs the same code. Internal; Abseil-free.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "baton/decode_kernels.h"
+#include "baton/step_launch.cuh"
+
+namespace baton::detail::decode {
+
+namespace cg = cooperative_groups;
+
+// fp16/bf16 <-> fp32 in one spelling for both storage types.
+template <class T>
+struct Storage;
+template <>
+struct Storage<__half> {
+  __device__ static float load(__half v) { return __half2float(v); }
+  __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <>
+struct Storage<__nv_bfloat16> {
+  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+template <class T>
+__device__ float load(const T* p, std::size_t i) {
+  return Storage<T>::load(p[i]);
+}
+template <class T>
+__device__ void store(T* p, std::size_t i, float v) {
+  p[i] = Storage<T>::store(v);
+}
+
+// V consecutive 2-byte elements moved as one load: 16 bytes (V = 8) where
+// rows allow it, 4 bytes (V = 2) for heads whose size is only even.
+template <int V>
+struct Bits;
+template <>
+struct Bits<8> {
+  using type = uint4;
+};
+template <>
+struct Bits<2> {
+  using type = unsigned int;
+};
+template <class T, int V>
+struct Packed {
+  typename Bits<V>::type bits;
+  __device__ float operator[](int e) const {
+    return Storage<T>::load(reinterpret_cast<const T*>(&bits)[e]);
+  }
+};
+template <class T, int V>
+__device__ Packed<T, V> load_packed(const T* p) {
+  return Packed<T, V>{*reinterpret_cast<const typename Bits<V>::type*>(p)};
+}
+template <class T, int V>
+__device__ Packed<T, V> zero_packed() {
+  Packed<T, V> z;
+  z.bits = {};
+  return z;
+}
+template <class T, int V>
+__device__ void store_packed(T* p, const float (&f)[V]) {
+  typename Bits<V>::type bits;
+  T* e = reinterpret_cast<T*>(&bits);
+#pragma unroll
+  for (int i = 0; i < V; ++i) e[i] = Storage<T>::store(f[i]);
+  *reinterpret_cast<typename Bits<V>::type*>(p) = bits;
+}
+
+inline constexpr int kVector = 8;  // 2-byte elements per 16-byte load
+
+// Eight fp32 values of the residual stream (two 16-byte loads).
+struct Floats8 {
+  float v[kVector];
+};
+__device__ inline Floats8 load_floats8(const float* p) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0];
+  const float4 b = reinterpret_cast<const float4*>(p)[1];
+  return Floats8{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+}
+__device__ inline void store_floats8(float* p, const Floats8& f) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(f.v[4], f.v[5], f.v[6], f.v[7]);
+}
+
+// Waits for the nodes before this kernel and lets the next one launch. Every
+// block calls it before its first early return too, so no kernel can finish
+// before its predecessor did (the chain's ordering is transitive).
+__device__ inline void enter_step_node() {
+  wait_for_previous_nodes();
+  allow_next_node();
+}
+
+// The slot and position of the sequence at p, or false when either is out of
+// range (such a sequence is skipped rather than indexed out of bounds).
+__device__ inline bool sequence_of(const DecodeBatch& batch, const DecoderConfig& config,
+                                   std::uint32_t p, std::uint32_t& slot, int& pos) {
+  slot = batch.slots[p];
+  if (slot >= batch.max_slots) return false;
+  pos = batch.positions[slot];
+  return pos >= 0 && pos < config.max_context;
+}
+
+__device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot, int head,
+                                        int pos) {
+  return ((static_cast<std::size_t>(slot) * config.heads + head) * config.max_context + pos) *
+         config.head_dim;
+}
+
+}  // namespace baton::detail::decode

@@ -1,0 +1,128 @@
+// The row kernels' body (embedding, residual add, RMSNorm, alone or fused),
+// shared by the graph path (decode_kernels.cu) and the dynamic-parallelism
+// step (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+
+#include "decode_kernel_common.cuh"
+
+namespace baton::detail::decode {
+
+// Row kernels: embedding, residual add and RMSNorm over one position's
+// d_model row, alone or fused. A thread keeps up to kRowCached vectors of
+// its row in registers between the sum of squares and the scaling; longer
+// rows re-read the rest of the row it wrote itself.
+
+inline constexpr int kRowThreads = 128;
+inline constexpr int kRowCached = 4;
+
+enum class RowSource { kHidden, kEmbedding, kResidual };
+
+struct RowArgs {
+  const void* source = nullptr;  // embedding table or residual delta (dtype)
+  const std::int32_t* tokens = nullptr;
+  float* hidden = nullptr;
+  const void* weight = nullptr;  // RMSNorm weight (dtype); null: no norm
+  void* out = nullptr;           // RMSNorm output (dtype)
+};
+
+template <class T, RowSource Source>
+__device__ Floats8 row_input(const DecoderConfig& config, const RowArgs& a, std::uint32_t p,
+                             std::int32_t token, int v) {
+  float* hidden = a.hidden + static_cast<std::size_t>(p) * config.d_model + v * kVector;
+  Floats8 x;
+  if constexpr (Source == RowSource::kHidden) {
+    x = load_floats8(hidden);
+  } else if constexpr (Source == RowSource::kEmbedding) {
+    const bool valid = token >= 0 && token < config.vocab;
+    const auto e = valid ? load_packed<T, kVector>(
+                               static_cast<const T*>(a.source) +
+                               static_cast<std::size_t>(token) * config.d_model + v * kVector)
+                         : zero_packed<T, kVector>();
+#pragma unroll
+    for (int i = 0; i < kVector; ++i) x.v[i] = e[i];
+    store_floats8(hidden, x);
+  } else {
+    x = load_floats8(hidden);
+    const auto d =
+        load_packed<T, kVector>(static_cast<const T*>(a.source) +
+                                static_cast<std::size_t>(p) * config.d_model + v * kVector);
+#pragma unroll
+    for (int i = 0; i < kVector; ++i) x.v[i] += d[i];
+    store_floats8(hidden, x);
+  }
+  return x;
+}
+
+// The body of a row kernel: one block of kRowThreads per position.
+template <class T, RowSource Source, bool Norm>
+__device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, DecodeBatch batch) {
+  using Reduce = cub::BlockReduce<float, kRowThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ float scale_shared;
+  const std::uint32_t p = blockIdx.x;
+  const int vectors = config.d_model / kVector;
+  // The norm weight is constant: fetch it while the previous node finishes.
+  Packed<T, kVector> w[kRowCached];
+  if constexpr (Norm) {
+#pragma unroll
+    for (int j = 0; j < kRowCached; ++j) {
+      const int v = threadIdx.x + j * kRowThreads;
+      w[j] = v < vectors ? load_packed<T, kVector>(static_cast<const T*>(a.weight) + v * kVector)
+                         : zero_packed<T, kVector>();
+    }
+  }
+  enter_step_node();
+  if (p >= *batch.active) return;
+  std::int32_t token = 0;
+  if constexpr (Source == RowSource::kEmbedding) token = a.tokens[p];
+  Floats8 x[kRowCached];
+#pragma unroll
+  for (int j = 0; j < kRowCached; ++j) {
+    const int v = threadIdx.x + j * kRowThreads;
+    if (v < vectors) x[j] = row_input<T, Source>(config, a, p, token, v);
+  }
+  float sum = 0.0f;
+  if constexpr (Norm) {
+#pragma unroll
+    for (int j = 0; j < kRowCached; ++j) {
+      if (threadIdx.x + j * kRowThreads < vectors) {
+#pragma unroll
+        for (int i = 0; i < kVector; ++i) sum += x[j].v[i] * x[j].v[i];
+      }
+    }
+  }
+  for (int v = threadIdx.x + kRowCached * kRowThreads; v < vectors; v += kRowThreads) {
+    const Floats8 y = row_input<T, Source>(config, a, p, token, v);
+    if constexpr (Norm) {
+#pragma unroll
+      for (int i = 0; i < kVector; ++i) sum += y.v[i] * y.v[i];
+    }
+  }
+  if constexpr (Norm) {
+    sum = Reduce(temp).Sum(sum);
+    if (threadIdx.x == 0) scale_shared = rsqrtf(sum / config.d_model + config.rms_epsilon);
+    __syncthreads();
+    const float scale = scale_shared;
+    T* out = static_cast<T*>(a.out) + static_cast<std::size_t>(p) * config.d_model;
+    const auto normalize = [&](const Floats8& y, const Packed<T, kVector>& wv, int v) {
+      float o[kVector];
+#pragma unroll
+      for (int i = 0; i < kVector; ++i) o[i] = y.v[i] * scale * wv[i];
+      store_packed<T, kVector>(out + v * kVector, o);
+    };
+#pragma unroll
+    for (int j = 0; j < kRowCached; ++j) {
+      const int v = threadIdx.x + j * kRowThreads;
+      if (v < vectors) normalize(x[j], w[j], v);
+    }
+    const float* hidden = a.hidden + static_cast<std::size_t>(p) * config.d_model;
+    for (int v = threadIdx.x + kRowCached * kRowThreads; v < vectors; v += kRowThreads) {
+      normalize(load_floats8(hidden + v * kVector),
+                load_packed<T, kVector>(static_cast<const T*>(a.weight) + v * kVector), v);
+    }
+  }
+}
+
+}  // namespace baton::detail::decode

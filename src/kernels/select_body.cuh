@@ -1,0 +1,135 @@
+// Token selection (argmax, or Gumbel-max sampling): the select kernel's body,
+// shared by the graph path (decode_kernels.cu) and the dynamic-parallelism
+// step (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+//
+// Token selection: a cluster of blocks per position splits the vocabulary;
+// each block reduces its share and the cluster's first block reduces the
+// blocks' candidates through distributed shared memory.
+
+#pragma once
+
+#include <curand_kernel.h>
+
+#include <climits>
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+
+#include "baton/config.h"
+#include "decode_kernel_common.cuh"
+
+namespace baton::detail::decode {
+
+// A candidate token: the larger score wins, ties go to the lower index (a
+// total order, so the reduction's shape cannot change the winner).
+struct Candidate {
+  float score;
+  int index;
+};
+struct BetterCandidate {
+  __device__ Candidate operator()(const Candidate& a, const Candidate& b) const {
+    if (a.score > b.score) return a;
+    if (b.score > a.score) return b;
+    return a.index <= b.index ? a : b;
+  }
+};
+
+inline constexpr int kSelectThreads = 256;
+inline constexpr int kSelectMaxCluster = 8;  // the portable cluster size
+inline constexpr int kSelectUnroll = 2;      // 16-byte loads per thread in flight
+
+// Blocks (one cluster) per position: enough that each thread has about
+// kSelectUnroll loads, at most a portable cluster. A function of the
+// vocabulary alone.
+[[nodiscard]] BATON_HOST_DEVICE constexpr int select_blocks(int vocab) {
+  const int per_block = kSelectThreads * kSelectUnroll;
+  const int wanted = (vocab / kVector + per_block - 1) / per_block;
+  return wanted < 1 ? 1 : wanted > kSelectMaxCluster ? kSelectMaxCluster : wanted;
+}
+
+// Gumbel noise of the 8 elements [i, i + 8) for (seed, sequence, step): see
+// EnqueueSample's comment for the mapping. The first offset is a multiple of
+// 4 (vocab and i are multiples of 8), so one Philox block serves 4 elements,
+// in the order curand() would return them.
+__device__ inline void gumbel8(unsigned long long seed, std::uint64_t sequence, std::uint32_t step,
+                               int vocab, int i, float (&g)[kVector]) {
+  curandStatePhilox4_32_10_t state;
+  curand_init(seed, sequence,
+              static_cast<unsigned long long>(step) * static_cast<unsigned long long>(vocab) + i,
+              &state);
+  const uint4 a = curand4(&state);
+  const uint4 b = curand4(&state);
+  const unsigned int bits[kVector] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int e = 0; e < kVector; ++e) {
+    // 23 bits keep (b + 0.5) exact in fp32, so u never rounds to 0 or 1.
+    const float u = (static_cast<float>(bits[e] >> 9) + 0.5f) * 0x1.0p-23f;
+    g[e] = -logf(-logf(u));
+  }
+}
+
+// Grid (blocks, capacity), clusters of (blocks, 1, 1): set at launch time on
+// the graph path, compiled in with __cluster_dims__ for device launches
+// (select_blocks gives the count).
+template <class T, bool Sample>
+__device__ __forceinline__ void select_body(DecoderConfig config, const T* logits,
+                                            DecodeBatch batch, SamplingParams params,
+                                            const std::uint64_t* sequence_ids,
+                                            const std::uint32_t* sequence_steps,
+                                            std::int32_t* tokens) {
+  using Reduce = cub::BlockReduce<Candidate, kSelectThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ Candidate block_best;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const std::uint32_t p = blockIdx.y;
+  enter_step_node();
+  // Uniform across the cluster (all its blocks serve p): none waits alone.
+  if (p >= *batch.active) return;
+  const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
+  const float inv_temperature = Sample ? 1.0f / params.temperature : 1.0f;
+  std::uint64_t sequence = 0;
+  std::uint32_t step = 0;
+  if (Sample) {
+    sequence = sequence_ids[p];
+    step = sequence_steps[p];
+  }
+  const int vectors = config.vocab / kVector;
+  const int stride = static_cast<int>(cluster.num_blocks()) * kSelectThreads;
+  Candidate best{-INFINITY, INT_MAX};
+  const BetterCandidate better;
+  for (int v0 = static_cast<int>(cluster.block_rank()) * kSelectThreads + threadIdx.x; v0 < vectors;
+       v0 += kSelectUnroll * stride) {
+    Packed<T, kVector> x[kSelectUnroll];
+#pragma unroll
+    for (int j = 0; j < kSelectUnroll; ++j) {
+      const int v = v0 + j * stride;
+      x[j] = v < vectors ? load_packed<T, kVector>(row + v * kVector) : zero_packed<T, kVector>();
+    }
+#pragma unroll
+    for (int j = 0; j < kSelectUnroll; ++j) {
+      const int v = v0 + j * stride;
+      if (v >= vectors) break;
+      float g[kVector] = {};
+      if (Sample) gumbel8(params.seed, sequence, step, config.vocab, v * kVector, g);
+#pragma unroll
+      for (int e = 0; e < kVector; ++e) {
+        float score = x[j][e];
+        if (isnan(score)) score = -INFINITY;
+        if (Sample) score = score * inv_temperature + g[e];
+        best = better(best, Candidate{score, v * kVector + e});
+      }
+    }
+  }
+  best = Reduce(temp).Reduce(best, better);
+  if (threadIdx.x == 0) block_best = best;
+  cluster.sync();
+  if (cluster.block_rank() == 0 && threadIdx.x == 0) {
+    Candidate total = block_best;
+    for (unsigned r = 1; r < cluster.num_blocks(); ++r) {
+      total = better(total, *cluster.map_shared_rank(&block_best, r));
+    }
+    tokens[p] = total.index < config.vocab ? total.index : 0;
+  }
+  cluster.sync();  // every block's candidate stays readable until block 0 is done
+}
+
+}  // namespace baton::detail::decode

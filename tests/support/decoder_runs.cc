@@ -1,0 +1,192 @@
+#include "support/decoder_runs.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "baton/runtime.h"
+#include "baton/trace_event.h"
+#include "support/decode_reference.h"
+
+namespace baton::testing {
+
+DecoderConfig TinyDecoderConfig(DecoderDType dtype) {
+  DecoderConfig c;
+  c.layers = 2;
+  c.d_model = 128;
+  c.heads = 4;
+  c.head_dim = 32;
+  c.ffn = 256;
+  c.vocab = 512;
+  c.max_context = 64;
+  c.dtype = dtype;
+  return c;
+}
+
+std::mt19937_64& Rng() {
+  static std::mt19937_64 rng(std::random_device{}());
+  return rng;
+}
+
+int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(Rng()); }
+
+std::vector<std::int32_t> RandomPrompt(const DecoderConfig& config, int length) {
+  std::vector<std::int32_t> prompt(length);
+  for (auto& t : prompt) t = Uniform(0, config.vocab - 1);
+  return prompt;
+}
+
+std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config, std::size_t count) {
+  std::vector<DecodeRequest> requests(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    requests[i].prompt = RandomPrompt(config, Uniform(1, 16));
+    requests[i].max_new_tokens = Uniform(1, 40);
+    requests[i].stop_token = Uniform(0, 3) == 0 ? -1 : Uniform(0, config.vocab - 1);
+    requests[i].sequence_id = i;
+  }
+  return requests;
+}
+
+const char* EngineLabel(Engine engine) {
+  switch (engine) {
+    case Engine::kTailLaunch:
+      return "tail-launch";
+    case Engine::kConditional:
+      return "conditional";
+    case Engine::kDynamicParallelism:
+      return "dynamic parallelism";
+  }
+  return "unknown engine";
+}
+
+RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
+                      const RunOptions& run) {
+  RunResult result;
+  RuntimeOptions options;
+  options.max_batch = run.max_batch != 0 ? run.max_batch : model.options().max_batch;
+  options.queue_capacity = 4096;
+  options.mailbox_capacity = 256;
+  if (run.trace) options.trace_capacity = 1u << 16;
+  auto runtime = Runtime::Create(options);
+  EXPECT_TRUE(runtime.ok()) << runtime.status();
+  if (!runtime.ok()) return result;
+  const absl::Status registered =
+      (*runtime)->RegisterStepProgram(model.MakeStepProgram(run.buckets));
+  EXPECT_TRUE(registered.ok()) << registered;
+  EXPECT_TRUE(model.WriteRequests(0, requests).ok());
+  const absl::Status started = (*runtime)->Start(run.engine);
+  EXPECT_TRUE(started.ok()) << started;
+  if (!registered.ok() || !started.ok()) return result;
+  const char* label = EngineLabel(run.engine);
+  std::vector<Completion> out(64);
+  std::size_t submitted = 0, completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (completed < requests.size() && std::chrono::steady_clock::now() < deadline) {
+    if (submitted < requests.size()) {
+      std::vector<WorkItem> items;
+      for (std::size_t i = submitted; i < std::min(requests.size(), submitted + run.chunk); ++i) {
+        items.push_back(DecoderModel::WorkItemFor(static_cast<std::uint32_t>(i)));
+      }
+      const absl::Status s = (*runtime)->Submit(items);
+      EXPECT_TRUE(s.ok()) << s;
+      submitted += items.size();
+    }
+    auto n = (*runtime)->Poll(absl::MakeSpan(out));
+    EXPECT_TRUE(n.ok()) << label << ": " << n.status();
+    if (!n.ok()) break;
+    for (std::size_t i = 0; i < *n; ++i) {
+      const Completion& c = out[i];
+      EXPECT_LT(c.id, requests.size()) << "phantom completion";
+      Outcome& o = result.outcomes[c.id];
+      o.value = c.value;
+      o.steps = c.steps;
+      EXPECT_EQ(++o.completions, 1) << "entry " << c.id << " completed twice";
+      EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
+      ++completed;
+    }
+  }
+  EXPECT_EQ(completed, requests.size()) << label << ": completions missing";
+  auto report = (*runtime)->Stop();
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (run.trace) {
+    auto events = (*runtime)->Trace();
+    EXPECT_TRUE(events.ok()) << events.status();
+    if (events.ok()) {
+      for (const TraceEvent& e : *events) {
+        if (e.type == TraceEventType::kStepBegin) {
+          result.max_batch_seen = std::max(result.max_batch_seen, e.a);
+        }
+      }
+    }
+  }
+  for (auto& [entry, o] : result.outcomes) {
+    if (o.value == kRefusedRequest || o.value > requests[entry].max_new_tokens) continue;
+    auto tokens = model.ReadGenerated(entry, o.value);
+    EXPECT_TRUE(tokens.ok()) << tokens.status();
+    if (tokens.ok()) o.tokens = *tokens;
+  }
+  return result;
+}
+
+int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,
+                         const std::vector<DecodeRequest>& requests, const std::string& label) {
+  EXPECT_EQ(outcomes.size(), requests.size()) << label;
+  int stopped = 0;
+  for (std::uint32_t e = 0; e < requests.size(); ++e) {
+    const auto it = outcomes.find(e);
+    if (it == outcomes.end()) {
+      ADD_FAILURE() << label << ": entry " << e << " never completed";
+      continue;
+    }
+    const Outcome& o = it->second;
+    const DecodeRequest& q = requests[e];
+    EXPECT_GE(o.value, 1u) << label << " entry " << e;
+    EXPECT_LE(o.value, q.max_new_tokens) << label << " entry " << e;
+    EXPECT_EQ(o.tokens.size(), o.value) << label << " entry " << e;
+    EXPECT_EQ(o.steps, q.prompt.size() + o.value - 1) << label << " entry " << e;
+    if (o.value < 1 || o.tokens.size() != o.value) continue;
+    // It stopped exactly at its limit or at its first stop token.
+    const auto first_stop = std::find(o.tokens.begin(), o.tokens.end(), q.stop_token);
+    if (o.value < q.max_new_tokens) {
+      EXPECT_EQ(first_stop, o.tokens.end() - 1) << label << " entry " << e;
+      ++stopped;
+    } else {
+      EXPECT_TRUE(first_stop == o.tokens.end() || first_stop == o.tokens.end() - 1)
+          << label << " entry " << e;
+    }
+  }
+  return stopped;
+}
+
+int CheckAgainstReference(reference::ReferenceDecoder& ref, const DecodeRequest& request,
+                          const std::vector<std::int32_t>& tokens, const SamplingParams& sampling,
+                          const std::string& what) {
+  constexpr double kTieMargin = 0.05;  // logits have unit scale; 1e-2 relative error allows this
+  ref.Reset();
+  std::vector<float> logits;
+  for (std::int32_t t : request.prompt) logits = ref.Step(t);
+  int ties = 0;
+  for (std::size_t g = 0; g < tokens.size(); ++g) {
+    const int vocab = static_cast<int>(logits.size());
+    std::vector<double> scores(logits.begin(), logits.end());
+    if (sampling.temperature > 0.0f) {
+      scores = reference::SampleScores(logits.data(), vocab, sampling.temperature, sampling.seed,
+                                       request.sequence_id, static_cast<std::uint32_t>(g));
+    }
+    const int best =
+        static_cast<int>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+    const int got = tokens[g];
+    if (got != best) {
+      EXPECT_TRUE(got >= 0 && got < vocab && scores[got] >= scores[best] - kTieMargin)
+          << what << " token " << g << ": device " << got << " (score "
+          << (got >= 0 && got < vocab ? scores[got] : 0.0) << "), reference " << best << " (score "
+          << scores[best] << ")";
+      ++ties;
+    }
+    if (g + 1 < tokens.size()) logits = ref.Step(got);
+  }
+  return ties;
+}
+
+}  // namespace baton::testing

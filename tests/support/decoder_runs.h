@@ -1,0 +1,74 @@
+// Driving a DecoderModel through a Runtime in GPU tests: random requests, a
+// run that submits them in chunks while the loop runs and collects every
+// completion, the rules a finished request obeys, and the teacher-forced
+// comparison with the CPU reference (support/model_reference.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "baton/decoder_model.h"
+#include "baton/engine.h"
+#include "support/model_reference.h"
+
+namespace baton::testing {
+
+// A small model: 2 layers, d_model 128, 4 heads of 32, vocab 512, context 64.
+[[nodiscard]] DecoderConfig TinyDecoderConfig(DecoderDType dtype = DecoderDType::kFloat16);
+
+// One generator per test binary, seeded at random (the seed is printed by
+// the tests that record it).
+[[nodiscard]] std::mt19937_64& Rng();
+[[nodiscard]] int Uniform(int lo, int hi);
+[[nodiscard]] std::vector<std::int32_t> RandomPrompt(const DecoderConfig& config, int length);
+
+// `count` requests: prompts of 1..16 tokens, limits of 1..40 new tokens, a
+// random stop token three times in four, sequence_id = the entry.
+[[nodiscard]] std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config,
+                                                        std::size_t count);
+
+[[nodiscard]] const char* EngineLabel(Engine engine);
+
+struct Outcome {
+  std::uint32_t value = 0;
+  std::uint32_t steps = 0;
+  int completions = 0;
+  std::vector<std::int32_t> tokens;
+};
+
+struct RunOptions {
+  Engine engine = Engine::kTailLaunch;
+  std::vector<std::uint32_t> buckets;
+  std::size_t chunk = 1;        // requests per Submit while the loop runs
+  std::uint32_t max_batch = 0;  // RuntimeOptions::max_batch; 0: the model's
+  bool trace = false;           // record the device trace (max_batch_seen)
+};
+
+struct RunResult {
+  std::map<std::uint32_t, Outcome> outcomes;  // by entry
+  std::uint32_t max_batch_seen = 0;           // the largest step batch (with trace)
+};
+
+// Runs `requests` (entries 0..n-1) through a fresh runtime; fails the test
+// on a missing, phantom or duplicate completion or a Status.
+[[nodiscard]] RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
+                                    const RunOptions& options);
+
+// Every request completed once, within its limit, exactly at its limit or its
+// first stop token, after prompt + value - 1 steps. Returns how many ended on
+// their stop token.
+int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,
+                         const std::vector<DecodeRequest>& requests, const std::string& label);
+
+// Teacher-forces the reference along the device's tokens; returns the number
+// of near-ties, fails on a token that is neither the reference's choice nor
+// within a near-tie margin of it.
+int CheckAgainstReference(reference::ReferenceDecoder& ref, const DecodeRequest& request,
+                          const std::vector<std::int32_t>& tokens, const SamplingParams& sampling,
+                          const std::string& what);
+
+}  // namespace baton::testing
