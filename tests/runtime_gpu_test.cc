@@ -128,13 +128,12 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
   if (GetParam() == Engine::kTailLaunch) EXPECT_GT(stats.device_launches, 0u);
 }
 
-// Both graph engines with 1, 3 and 8 steps per bucket graph / loop body (the
-// defaults, 2 and 4, run in every other test): items of random lengths over several
-// buckets,
-// so inner scheduler nodes keep carrying decisions to other buckets and
-// emptying steps, and every item still runs exactly its steps, once.
+// Both graph engines with 1, 2, 3 and 8 steps per bucket graph / loop body
+// (the default 4 runs in every other test): items of random lengths over
+// several buckets, so inner scheduler nodes keep carrying decisions to other
+// buckets and emptying steps, and every item still runs exactly its steps, once.
 TEST_P(RuntimeTest, EveryStepsPerLaunchRunsEachItemExactlyItsSteps) {
-  for (std::uint32_t steps_per_launch : {1u, 3u, 8u}) {
+  for (std::uint32_t steps_per_launch : {1u, 2u, 3u, 8u}) {
     SCOPED_TRACE(steps_per_launch);
     BATON_ASSERT_OK(runs_.Fill(0));
     ledger_ = CountdownLedger();
@@ -342,6 +341,10 @@ TEST_F(RuntimeFailureTest, SelfLaunchLimitHitOnPurposeIsAStatusAndLosesNoWork) {
   BATON_ASSERT_OK(runs.Fill(0));
   RuntimeOptions options;
   options.max_batch = 8;
+  // One step per graph: the first graph's tail launch is refused while all 8
+  // admitted items are still in flight (with 4 steps per graph these 3-step
+  // items would finish inside the first graph).
+  options.tail_steps_per_launch = 1;
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, Runtime::Create(options));
   StepProgram program;
   program.name = "self-launching step";

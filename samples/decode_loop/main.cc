@@ -46,10 +46,11 @@ ABSL_FLAG(std::string, models, "tiny,small",
           "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
           "1024)");
 ABSL_FLAG(std::string, batches, "1,32", "comma-separated concurrent sequences (max_batch)");
-ABSL_FLAG(std::string, engines, "host,tail,tail4,conditional,conditional4",
+ABSL_FLAG(std::string, engines, "host,tail,tail2,conditional,conditional2",
           "comma-separated drivers: host (host graph launch + sync per step), tail (tail-launch "
-          "engine, default steps per launch), tail4 (tail-launch engine, 4 steps per launch), "
-          "conditional (conditional engine), conditional4 (4 steps per loop iteration), dp "
+          "engine, default steps per launch), tail2 (tail-launch engine, 2 steps per launch), "
+          "conditional (conditional engine, default steps per loop iteration), conditional2 (2 "
+          "steps per loop iteration), dp "
           "(dynamic-parallelism engine: the decoder's device step, which always runs the GEMV "
           "projections, so dp needs --gemm=gemv to produce the other drivers' tokens and is "
           "refused otherwise)");
@@ -192,11 +193,11 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
       out.push_back({"host graph + sync", true});
     } else if (part == "tail") {
       out.push_back({"Baton tail-launch", false, Engine::kTailLaunch});
-    } else if (part == "tail4") {
-      out.push_back({"Baton tail-launch, 4 steps per launch", false, Engine::kTailLaunch, 4});
-    } else if (part == "conditional4") {
+    } else if (part == "tail2") {
+      out.push_back({"Baton tail-launch, 2 steps per launch", false, Engine::kTailLaunch, 2});
+    } else if (part == "conditional2") {
       out.push_back(
-          {"Baton conditional, 4 steps per iteration", false, Engine::kConditional, 2, 4});
+          {"Baton conditional, 2 steps per iteration", false, Engine::kConditional, 2, 2});
     } else if (part == "conditional") {
       out.push_back({"Baton conditional", false, Engine::kConditional});
     } else if (part == "dp") {
@@ -204,7 +205,7 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--engines: unknown driver '", part,
-                       "'; use host, tail, tail4, conditional, conditional4, dp"));
+                       "'; use host, tail, tail2, conditional, conditional2, dp"));
     }
   }
   if (out.empty() || !out.front().host) {

@@ -211,10 +211,6 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
   two_step_options.tail_steps_per_launch = 2;
   two_step_options.conditional_steps_per_iteration = 2;
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> two_steps, make_runtime({1}, two_step_options));
-  RuntimeOptions four_step_options;
-  four_step_options.tail_steps_per_launch = 4;
-  four_step_options.conditional_steps_per_iteration = 4;
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> four_steps, make_runtime({1}, four_step_options));
   RuntimeOptions eight_step_options;
   eight_step_options.tail_steps_per_launch = 8;
   eight_step_options.conditional_steps_per_iteration = 8;
@@ -328,7 +324,7 @@ absl::Status RunKernelCount(int kernels, int steps, int repeats, int sm_count, i
       engine_mode("Baton tail-launch engine", one_bucket.get(), Engine::kTailLaunch),
       engine_mode("Baton tail-launch engine, 1 step per launch", one_step.get(),
                   Engine::kTailLaunch),
-      engine_mode("Baton tail-launch engine, 4 steps per launch", four_steps.get(),
+      engine_mode("Baton tail-launch engine, 2 steps per launch", two_steps.get(),
                   Engine::kTailLaunch),
       engine_mode("Baton tail-launch engine, 8 steps per launch", eight_steps.get(),
                   Engine::kTailLaunch),

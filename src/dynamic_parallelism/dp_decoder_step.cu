@@ -90,7 +90,10 @@ class DecoderStepLauncher {
       : s_(step),
         args_(args),
         batch_(batch),
-        db_{&args.header->batch, batch, args.slots, step.view.positions, step.view.max_batch} {}
+        // Settled: launches into the tail stream run one after another, so
+        // everything a kernel reads was written by finished grids.
+        db_{&args.header->batch, batch, args.slots, step.view.positions, step.view.max_batch,
+            /*settled=*/true} {}
 
   __device__ DeviceStepLaunch run() {
     const DecoderConfig& c = s_.view.config;

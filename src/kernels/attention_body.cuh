@@ -79,14 +79,15 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   extern __shared__ float scores[];
   const std::uint32_t p = blockIdx.x;
   const int head = blockIdx.y;
-  enter_step_node();
-  if (p >= *batch.active) return;
+  bool live = false;
+  std::uint32_t slot = 0;
+  int pos = 0;
+  const bool in_range = enter_step_node_sequence(batch, config, p, live, slot, pos);
+  if (!live) return;
   const int hd = config.head_dim;
   const int pieces = hd / V;  // loads per row
   T* out_row = out + static_cast<std::size_t>(p) * config.attention_width() + head * hd;
-  std::uint32_t slot = 0;
-  int pos = 0;
-  if (!sequence_of(batch, config, p, slot, pos)) {
+  if (!in_range) {
     const float zeros[V] = {};
     for (int i = threadIdx.x; i < pieces; i += kAttentionThreads) {
       store_packed<T, V>(out_row + i * V, zeros);

@@ -114,6 +114,33 @@ __device__ inline bool sequence_of(const DecodeBatch& batch, const DecoderConfig
   return pos >= 0 && pos < config.max_context;
 }
 
+// enter_step_node, returning *batch.active: loaded before the wait when the
+// batch is settled (DecodeBatch::settled), after it otherwise.
+__device__ inline std::uint32_t enter_step_node_active(const DecodeBatch& batch) {
+  const std::uint32_t early = batch.settled ? *batch.active : 0;
+  enter_step_node();
+  return batch.settled ? early : *batch.active;
+}
+
+// The position p's sequence for a step kernel: enter_step_node, then whether
+// p is live and in range, with its slot and position. A settled batch's three
+// dependent loads (active, slot, position) are issued before the wait.
+__device__ inline bool enter_step_node_sequence(const DecodeBatch& batch,
+                                                const DecoderConfig& config, std::uint32_t p,
+                                                bool& live, std::uint32_t& slot, int& pos) {
+  bool in_range = false;
+  if (batch.settled) {
+    live = p < *batch.active;
+    if (live) in_range = sequence_of(batch, config, p, slot, pos);
+  }
+  enter_step_node();
+  if (!batch.settled) {
+    live = p < *batch.active;
+    if (live) in_range = sequence_of(batch, config, p, slot, pos);
+  }
+  return live && in_range;
+}
+
 __device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot, int head,
                                         int pos) {
   return ((static_cast<std::size_t>(slot) * config.heads + head) * config.max_context + pos) *

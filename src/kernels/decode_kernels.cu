@@ -26,7 +26,8 @@ namespace {
 
 using detail::decode::attention_body;
 using detail::decode::cache_row;
-using detail::decode::enter_step_node;
+using detail::decode::enter_step_node_active;
+using detail::decode::enter_step_node_sequence;
 using detail::decode::gemv_body;
 using detail::decode::gemv_split;
 using detail::decode::GemvInput;
@@ -44,7 +45,6 @@ using detail::decode::RowArgs;
 using detail::decode::RowSource;
 using detail::decode::select_blocks;
 using detail::decode::select_body;
-using detail::decode::sequence_of;
 using detail::decode::store_packed;
 
 template <class T, RowSource Source, bool Norm>
@@ -57,11 +57,10 @@ template <class T, int V>
 __global__ void __launch_bounds__(kRowThreads)
     rope_append_kv_kernel(DecoderConfig config, T* qkv, KvCacheLayer cache, DecodeBatch batch) {
   const std::uint32_t p = blockIdx.x;
-  enter_step_node();
-  if (p >= *batch.active) return;
+  bool live = false;
   std::uint32_t slot = 0;
   int pos = 0;
-  if (!sequence_of(batch, config, p, slot, pos)) return;
+  if (!enter_step_node_sequence(batch, config, p, live, slot, pos)) return;
   const int width = config.attention_width();
   T* q = qkv + static_cast<std::size_t>(p) * config.qkv_width();
   for (int d = threadIdx.x * V; d < width; d += kRowThreads * V) {
@@ -84,8 +83,7 @@ __global__ void __launch_bounds__(kRowThreads)
     silu_mul_kernel(DecoderConfig config, const T* gate_up, DecodeBatch batch, T* out) {
   const std::uint32_t p = blockIdx.y;
   const int v = blockIdx.x * kRowThreads + threadIdx.x;
-  enter_step_node();
-  if (p >= *batch.active || v >= config.ffn / kVector) return;
+  if (p >= enter_step_node_active(batch) || v >= config.ffn / kVector) return;
   const T* row = gate_up + static_cast<std::size_t>(p) * config.gate_up_width();
   const auto g = load_packed<T, kVector>(row + v * kVector);
   const auto u = load_packed<T, kVector>(row + config.ffn + v * kVector);

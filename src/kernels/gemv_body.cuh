@@ -120,8 +120,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
     }
   };
   load_weights(first);
-  enter_step_node();
-  const std::uint32_t active = *batch.active;
+  const std::uint32_t active = enter_step_node_active(batch);
   const std::uint32_t p0 = blockIdx.y * kMmaPositions;
   if (p0 >= active) return;  // uniform across the cluster
   const std::uint32_t p = p0 + g;

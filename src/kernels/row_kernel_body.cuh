@@ -73,8 +73,7 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
                          : zero_packed<T, kVector>();
     }
   }
-  enter_step_node();
-  if (p >= *batch.active) return;
+  if (p >= enter_step_node_active(batch)) return;
   std::int32_t token = 0;
   if constexpr (Source == RowSource::kEmbedding) token = a.tokens[p];
   Floats8 x[kRowCached];

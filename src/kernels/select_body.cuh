@@ -81,9 +81,8 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   __shared__ Candidate block_best;
   const cg::cluster_group cluster = cg::this_cluster();
   const std::uint32_t p = blockIdx.y;
-  enter_step_node();
   // Uniform across the cluster (all its blocks serve p): none waits alone.
-  if (p >= *batch.active) return;
+  if (p >= enter_step_node_active(batch)) return;
   const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
   const float inv_temperature = Sample ? 1.0f / params.temperature : 1.0f;
   std::uint64_t sequence = 0;

@@ -307,8 +307,8 @@ class DecoderModel::Impl {
           ctx.args.max_batch, options_.max_batch));
     }
     const DecoderConfig& c = options_.config;
-    const DecodeBatch batch{&ctx.args.header->batch, capacity, ctx.args.slots, positions_.data(),
-                            options_.max_batch};
+    DecodeBatch batch{&ctx.args.header->batch, capacity, ctx.args.slots, positions_.data(),
+                      options_.max_batch};
     BucketPlans* plans = nullptr;
     if (options_.gemm == DecoderGemm::kCublasLt) {
       BATON_ASSIGN_OR_RETURN(plans, PlansFor(capacity));
@@ -330,6 +330,9 @@ class DecoderModel::Impl {
     BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNorm(c, embedding_, in_tokens_.data(),
                                                        layers_.front().attn_norm, batch,
                                                        hidden_.data(), normed_.data(), stream));
+    // From here on step_begin (which writes positions) is two or more nodes
+    // back and the scheduler (header, slots) further: the batch is settled.
+    batch.settled = true;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const detail::DecoderLayerView& layer = layers_[l];
       BATON_RETURN_IF_ERROR(

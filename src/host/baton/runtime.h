@@ -45,15 +45,15 @@ struct RuntimeOptions {
   // Tail-launch engine: steps per bucket graph, 1 to 8. n captures [step;
   // scheduler] n times, paying one device launch per n steps while the batch
   // stays in its bucket, for graphs n times as large (capture, upload, memory).
-  std::uint32_t tail_steps_per_launch = 2;
+  std::uint32_t tail_steps_per_launch = 4;
   // Conditional engine: steps per WHILE body, 1 to 8 (the same scheme: the
   // loop condition is evaluated once per n steps while the bucket stays).
-  // Default 4: re-entering a body costs more than a tail launch saves, and 4
-  // was the fastest setting of every decode_loop scenario (H200). Either
-  // engine: a step decided for another bucket empties the rest of the graph
-  // or body (its kernels launch and return at once), so lower n where the
-  // active batch changes bucket every few steps.
   std::uint32_t conditional_steps_per_iteration = 4;
+  // Both default to 4, the fastest of 1/2/4 in launch_comparison and in
+  // nearly every decode_loop scenario on an H200 (8 is faster still for tiny
+  // steps). The cost: a step decided for another bucket empties the rest of
+  // the graph or body (its kernels launch and return at once), so lower n
+  // where the active batch changes bucket every few steps.
   // Device trace: a ring of this many scheduler events (0 = off, the default,
   // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
   std::uint32_t trace_capacity = 0;

@@ -38,6 +38,13 @@ struct DecodeBatch {
   const std::int32_t* positions = nullptr;  // device [max_slots], by slot: this token's index in
                                             // its sequence (= tokens already in its KV cache)
   std::uint32_t max_slots = 0;              // slots >= max_slots are skipped (never indexed)
+  // True when *active, slots and positions were all written before the node
+  // in front of the kernel began (by the scheduler and a step-begin node two
+  // or more nodes back). Every decode kernel waits for its predecessor before
+  // it lets the next one launch, so such data is final when a kernel starts,
+  // and it is read before the wait, off the step's critical path. Leave false
+  // (the default) when the kernel just before may write them.
+  bool settled = false;
 };
 
 // KV cache of one layer, [max_slots, heads, max_context, head_dim] for keys
