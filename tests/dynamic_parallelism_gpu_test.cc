@@ -120,24 +120,7 @@ TEST_F(DynamicParallelismTest, BatchesAboveEveryBucketRunOnlyOnThisEngine) {
     EXPECT_FALSE(runtime->running());
   }
   BATON_ASSERT_OK(runtime->Start(Engine::kDynamicParallelism));
-  std::vector<Completion> out(50);
-  std::uint32_t submitted = 0;
-  while (submitted < 800) {
-    const std::uint32_t chunk = std::min<std::uint32_t>(
-        800 - submitted, std::uniform_int_distribution<std::uint32_t>(1, 150)(rng_));
-    const std::vector<WorkItem> items = MakeItems(submitted, chunk, 30);
-    const absl::Status status = runtime->Submit(items);
-    if (absl::IsResourceExhausted(status)) {
-      const std::uint64_t accepted = runtime->stats().submitted - submitted;
-      for (std::uint32_t i = accepted; i < chunk; ++i) ledger_.Forget(submitted + i);
-      submitted += accepted;
-    } else {
-      BATON_ASSERT_OK(status);
-      submitted += chunk;
-    }
-    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-    ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
-  }
+  ledger_.SubmitInChunks(*runtime, rng_, kKind, 800, 150, 30);
   ledger_.PollUntil(*runtime, 800);
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
   EXPECT_EQ(report.still_queued, 0u);

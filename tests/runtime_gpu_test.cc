@@ -95,25 +95,7 @@ TEST_P(RuntimeTest, EveryItemCompletesExactlyOnceWithContinuousSubmission) {
   options.queue_capacity = 256;
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options));
   BATON_ASSERT_OK(runtime->Start(GetParam()));
-  std::vector<Completion> out(50);
-  std::uint32_t submitted = 0;
-  while (submitted < 1000) {
-    const std::uint32_t chunk = std::min<std::uint32_t>(
-        1000 - submitted, std::uniform_int_distribution<std::uint32_t>(1, 120)(rng_));
-    const std::vector<WorkItem> items = MakeItems(submitted, chunk, 40);
-    const absl::Status status = runtime->Submit(items);
-    if (absl::IsResourceExhausted(status)) {
-      // The queue is full: the accepted prefix is in, the rest is resubmitted.
-      const std::uint64_t accepted = runtime->stats().submitted - submitted;
-      for (std::uint32_t i = accepted; i < chunk; ++i) ledger_.Forget(submitted + i);
-      submitted += accepted;
-    } else {
-      BATON_ASSERT_OK(status);
-      submitted += chunk;
-    }
-    BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime->Poll(absl::MakeSpan(out)));
-    ledger_.AccountAll(absl::MakeConstSpan(out.data(), n));
-  }
+  ledger_.SubmitInChunks(*runtime, rng_, kKind, 1000, 120, 40);
   ledger_.PollUntil(*runtime, 1000);
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Stop());
   EXPECT_TRUE(report.completions.empty());

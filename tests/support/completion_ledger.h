@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -63,6 +64,33 @@ class CompletionLedger {
 
   void AccountAll(absl::Span<const Completion> completions) {
     for (const Completion& c : completions) Account(c);
+  }
+
+  // Submits items 0 .. total - 1 (1 to max_steps steps each) to a running
+  // engine in random chunks of 1 to max_chunk, polling after each chunk. When
+  // the queue is full, the accepted prefix stays in and the refused rest is
+  // forgotten and made again with the next chunk.
+  void SubmitInChunks(Runtime& runtime, std::mt19937& rng, std::uint32_t kind, std::uint32_t total,
+                      std::uint32_t max_chunk, std::uint32_t max_steps) {
+    std::vector<Completion> out(50);
+    std::uint32_t submitted = 0;
+    const std::uint64_t submitted_before = runtime.stats().submitted;
+    while (submitted < total) {
+      const std::uint32_t chunk = std::min<std::uint32_t>(
+          total - submitted, std::uniform_int_distribution<std::uint32_t>(1, max_chunk)(rng));
+      const std::vector<WorkItem> items = MakeItems(rng, kind, submitted, chunk, 1, max_steps);
+      const absl::Status status = runtime.Submit(items);
+      if (absl::IsResourceExhausted(status)) {
+        const std::uint64_t accepted = runtime.stats().submitted - submitted_before - submitted;
+        for (std::uint32_t i = accepted; i < chunk; ++i) Forget(submitted + i);
+        submitted += accepted;
+      } else {
+        BATON_ASSERT_OK(status);
+        submitted += chunk;
+      }
+      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
+      AccountAll(absl::MakeConstSpan(out.data(), n));
+    }
   }
 
   // Polls until `count` distinct items completed, or fails after `limit`.
