@@ -110,6 +110,8 @@ def main(prefix):
     sr = soak["rows"][0]
     small_bound = next(r for r in decode["rows"]
                        if r["scenario"] == "small b1" and "bound" in r["driver"])
+    tiny_b1_bound = next(r for r in decode["rows"]
+                         if r["scenario"].strip() == "tiny b1" and "bound" in r["driver"])["step_us"]
     sp = soak["params"]
     dp = decode["params"]
     targets = "\n".join(f"- {k[len('target '):]}: {v}" for k, v in dp.items()
@@ -143,7 +145,8 @@ the same run. Raw data: [`results/`](results/) (this section is generated from i
 
 ### The decode loop (`decode_loop`, the main sample)
 
-A decoder-only transformer (fp16 weights from a seed, fp32 accumulation, cuBLASLt projections) serves
+A decoder-only transformer (fp16 weights from a seed, fp32 accumulation; projections `--gemm={dp['gemm']}`:
+with the default `auto`, Baton's GEMV for buckets up to 8 and cuBLASLt above) serves
 {dp['requests_per_slot']} requests per slot ({dp['prompt_tokens']}-token prompts, {dp['new_tokens']} new tokens each, greedy),
 continuously batched: the device admits each request into a free KV-cache slot as another retires. The same
 model, requests and kernels are driven by a host loop (the host schedules, copies the step arguments, launches the
@@ -158,14 +161,18 @@ Targets ({dp['copy_bandwidth_GBps']:.0f} GB/s measured copy bandwidth for the HB
 
 {targets}
 
-Every driver produced the same tokens for every request. The step's own GPU work dominates the tiny model:
-7 kernels per layer + 5 (19 with cuBLASLt, whose kernels cannot overlap their launch with PDL and need a separate
-SiLU·mul; 17 with the GEMV), each a few µs of dependent latency (16-byte loads issued up front, PDL launches,
-batch/slot/position loads issued before the PDL wait, fused residual + norm, RoPE + attention, a cluster-split
-argmax). The engines' overhead is about 2 µs per step against the host loop's 12-16 µs, so the tiny-b1 ratio moves
-only with a shorter step: it lands on either side of 1.25× from run to run. The small model's step is about
-{small_bound['step_us'] / small_bound['hbm_floor_us']:.1f}× its HBM floor because the cuBLASLt projections at M ≤ 32
-stream weights well below bandwidth (the next thing to fix).
+Every driver produced the same tokens for every request. The step's own GPU work dominates the tiny model. On
+Baton's GEMV path a step is 13 kernels for 2 layers (5 per layer + 3): each RMSNorm is fused into the GEMV that
+reads it (each block recomputes its positions' norm scale; where the fused kernel's registers would cost a wave,
+`GemvFusesRmsNorm` keeps the row kernel), the embedding into the first QKV GEMV, each residual add into the GEMV
+that produces it, and the step's end (sequence append, retire) into the token selection; loads of data final
+before a kernel starts (settled batch, residual stream, KV-cache history) are issued before its PDL wait. The
+cuBLASLt path runs 18 kernels for the tiny model (nvjet kernels cannot overlap their launch with PDL and take no
+norm prologue). The engines' overhead is about 2 µs per step against the host loop's 10-16 µs (it varies by
+instance), so the tiny-b1 ratio moves only with a shorter step: {tiny_b1_bound:.1f} µs here, and about 35 µs
+would clear 1.25× on every instance measured. The small model's b1 step is about
+{small_bound['step_us'] / small_bound['hbm_floor_us']:.1f}× its HBM floor: the GEMV at M ≤ 8 still streams the weights
+well below bandwidth (the next thing to fix), as cuBLASLt does at M = 32.
 {gemv_part}
 **Soak** (`decode_loop --soak_steps={sr['steps'] // 1000 * 1000}`, {sp['soak_model']} model, batch {sp['soak_batch']}, {sp['soak_engine']}, sampling at
 temperature {sp['temperature']}, random prompts of 1-32 tokens, limits and stop tokens, request-table entries reused as

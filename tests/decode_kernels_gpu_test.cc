@@ -477,6 +477,193 @@ TEST_F(DecodeKernelsTest, GatedGemvEqualsSiluMulThenGemv) {
   }
 }
 
+// RMSNorm fused into the GEMV's input: against the reference (norm rounded
+// to the dtype, then the GEMV) and the two separate kernels, batch
+// invariant, positions past the live batch untouched.
+TEST_F(DecodeKernelsTest, RmsNormGemvMatchesReferenceAndTheSeparateKernels) {
+  for (DecoderDType dtype : kDTypes) {
+    SCOPED_TRACE(Name(dtype));
+    DecoderConfig config;
+    config.dtype = dtype;
+    config.d_model = 1032;  // a partial k-block, float4 rows, more than a warp's 8 loads
+    config.rms_epsilon = 1e-5f;
+    const int d = config.d_model, out_features = 777;
+    const std::uint32_t capacity = 11, active = 9;  // two position tiles, the second partial
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> hidden(std::size_t{capacity} * d);
+    for (auto& v : hidden) v = normal(Rng());
+    const auto norm = RandomHalf(d, dtype, 1.0);
+    const auto w = RandomHalf(std::size_t{777} * d, dtype, 1.0 / std::sqrt(d * 1.0));
+    const auto norm_f = reference::ToFloat(norm, dtype);
+    const auto wf = reference::ToFloat(w, dtype);
+    TestBatch batch = MakeBatch(capacity, active, 16);
+    auto d_hidden = Upload(hidden);
+    auto d_norm = Upload(norm);
+    auto d_w = Upload(w);
+    auto d_fused = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
+    auto d_normed = Poisoned<std::uint16_t>(std::size_t{capacity} * d);
+    auto d_separate = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
+    ASSERT_EQ(EnqueueRmsNormGemv(config, d_w.data(), out_features, d_hidden.data(), d_norm.data(),
+                                 batch.view, d_fused.data(), stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(EnqueueRmsNorm(config, d_hidden.data(), d_norm.data(), batch.view, d_normed.data(),
+                             stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(EnqueueGemv(dtype, d_w.data(), out_features, d, d_normed.data(), batch.view,
+                          d_separate.data(), stream_.get()),
+              cudaSuccess);
+    Sync();
+    const auto fused = Download(d_fused);
+    const auto separate = Download(d_separate);
+    std::vector<double> out, ref, two_kernels;
+    for (std::uint32_t p = 0; p < active; ++p) {
+      const auto normed = reference::RmsNorm(&hidden[p * d], norm_f.data(), d, 1e-5);
+      std::vector<float> rounded(d);
+      for (int i = 0; i < d; ++i) {
+        rounded[i] = HalfBitsToFloat(FloatToHalfBits(static_cast<float>(normed[i]), dtype), dtype);
+      }
+      const auto row = reference::Gemv(wf.data(), rounded.data(), out_features, d);
+      ref.insert(ref.end(), row.begin(), row.end());
+      for (int r = 0; r < out_features; ++r) {
+        out.push_back(HalfBitsToFloat(fused[p * out_features + r], dtype));
+        two_kernels.push_back(HalfBitsToFloat(separate[p * out_features + r], dtype));
+      }
+    }
+    ExpectWithin("rms_norm_gemv", dtype, reference::RelativeError(out, ref));
+    ExpectWithin("rms_norm_gemv_vs_separate", dtype, reference::RelativeError(out, two_kernels));
+    ExpectUntouched(fused, out_features, active, capacity);
+    // Batch invariance: a position alone in a bucket of 1 gets the same bits.
+    for (std::uint32_t p : {0u, active - 1}) {
+      TestBatch one = MakeBatch(1, 1, 16);
+      auto d_row = Upload(std::vector<float>(hidden.begin() + p * d, hidden.begin() + (p + 1) * d));
+      auto d_y1 = Poisoned<std::uint16_t>(out_features);
+      ASSERT_EQ(EnqueueRmsNormGemv(config, d_w.data(), out_features, d_row.data(), d_norm.data(),
+                                   one.view, d_y1.data(), stream_.get()),
+                cudaSuccess);
+      Sync();
+      const auto y1 = Download(d_y1);
+      ASSERT_TRUE(std::equal(y1.begin(), y1.end(), fused.begin() + p * out_features))
+          << "position " << p << " differs between a bucket of 11 and a bucket of 1";
+    }
+  }
+}
+
+// The embedding fused into the normed GEMV (the step's first projection)
+// equals EnqueueEmbedding then EnqueueRmsNormGemv bit for bit, hidden and y,
+// including zero rows for tokens outside the table; a 12-position batch
+// spans two position tiles, so two blocks of the first row block store hidden.
+TEST_F(DecodeKernelsTest, EmbeddingRmsNormGemvEqualsEmbeddingThenRmsNormGemv) {
+  for (DecoderDType dtype : kDTypes) {
+    SCOPED_TRACE(Name(dtype));
+    DecoderConfig config;
+    config.dtype = dtype;
+    config.vocab = 1000;
+    config.d_model = 264;
+    const int out_features = 520;
+    const std::uint32_t capacity = 13, active = 12;
+    const auto table = RandomHalf(std::size_t{1000} * 264, dtype, 1.0);
+    const auto norm = RandomHalf(264, dtype, 1.0);
+    const auto w = RandomHalf(std::size_t{520} * 264, dtype, 1.0 / std::sqrt(264.0));
+    std::vector<std::int32_t> tokens(capacity);
+    for (auto& t : tokens) t = static_cast<std::int32_t>(Draw() % 1000);
+    tokens[1] = -1;     // a zero row: the norm must stay finite (eps)
+    tokens[10] = 1000;  // out of range above, in the second tile
+    TestBatch batch = MakeBatch(capacity, active, 16);
+    auto d_table = Upload(table);
+    auto d_tokens = Upload(tokens);
+    auto d_norm = Upload(norm);
+    auto d_w = Upload(w);
+    auto fused_hidden = Poisoned<float>(capacity * 264);
+    auto fused_y = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
+    ASSERT_EQ(EnqueueEmbeddingRmsNormGemv(config, d_table.data(), d_tokens.data(), d_w.data(),
+                                          out_features, d_norm.data(), batch.view,
+                                          fused_hidden.data(), fused_y.data(), stream_.get()),
+              cudaSuccess);
+    auto hidden = Poisoned<float>(capacity * 264);
+    auto y = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
+    ASSERT_EQ(EnqueueEmbedding(config, d_table.data(), d_tokens.data(), batch.view, hidden.data(),
+                               stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(EnqueueRmsNormGemv(config, d_w.data(), out_features, hidden.data(), d_norm.data(),
+                                 batch.view, y.data(), stream_.get()),
+              cudaSuccess);
+    Sync();
+    const auto fh = Download(fused_hidden);
+    const auto h = Download(hidden);
+    const auto fy = Download(fused_y);
+    const auto sy = Download(y);
+    for (std::size_t i = 0; i < active * 264u; ++i) {
+      ASSERT_EQ(std::memcmp(&fh[i], &h[i], 4), 0) << "hidden differs at element " << i;
+    }
+    for (std::size_t i = 0; i < active * static_cast<std::size_t>(out_features); ++i) {
+      ASSERT_EQ(fy[i], sy[i]) << "y differs at element " << i;
+    }
+    ExpectUntouched(fh, 264, active, capacity);
+    ExpectUntouched(fy, out_features, active, capacity);
+  }
+}
+
+// The residual add fused into the GEMV's output (plain and gated input)
+// equals the GEMV followed by EnqueueResidualAdd, bit for bit; the residual
+// stream past the live batch is left alone.
+TEST_F(DecodeKernelsTest, GemvResidualAddEqualsGemvThenResidualAdd) {
+  for (DecoderDType dtype : kDTypes) {
+    SCOPED_TRACE(Name(dtype));
+    DecoderConfig config;
+    config.dtype = dtype;
+    config.d_model = 264;
+    config.ffn = 2824;
+    const int d = config.d_model, ffn = config.ffn;
+    const std::uint32_t capacity = 10, active = 9;
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> hidden(std::size_t{capacity} * d);
+    for (auto& v : hidden) v = normal(Rng());
+    const auto w = RandomHalf(std::size_t{d} * ffn, dtype, 1.0 / std::sqrt(ffn * 1.0));
+    const auto x = RandomHalf(std::size_t{capacity} * ffn, dtype, 1.0);
+    const auto gate_up = RandomHalf(std::size_t{capacity} * 2 * ffn, dtype, 2.0);
+    TestBatch batch = MakeBatch(capacity, active, 16);
+    auto d_w = Upload(w);
+    auto d_x = Upload(x);
+    auto d_gate_up = Upload(gate_up);
+    for (bool gated : {false, true}) {
+      SCOPED_TRACE(gated ? "gated" : "plain");
+      auto fused = Upload(hidden);
+      auto separate = Upload(hidden);
+      auto d_delta = Poisoned<std::uint16_t>(std::size_t{capacity} * d);
+      if (gated) {
+        ASSERT_EQ(EnqueueGatedGemvResidualAdd(config, d_w.data(), ffn, d_gate_up.data(), batch.view,
+                                              fused.data(), stream_.get()),
+                  cudaSuccess);
+        ASSERT_EQ(EnqueueGatedGemv(dtype, d_w.data(), d, ffn, d_gate_up.data(), batch.view,
+                                   d_delta.data(), stream_.get()),
+                  cudaSuccess);
+      } else {
+        ASSERT_EQ(EnqueueGemvResidualAdd(config, d_w.data(), ffn, d_x.data(), batch.view,
+                                         fused.data(), stream_.get()),
+                  cudaSuccess);
+        ASSERT_EQ(EnqueueGemv(dtype, d_w.data(), d, ffn, d_x.data(), batch.view, d_delta.data(),
+                              stream_.get()),
+                  cudaSuccess);
+      }
+      ASSERT_EQ(
+          EnqueueResidualAdd(config, separate.data(), d_delta.data(), batch.view, stream_.get()),
+          cudaSuccess);
+      Sync();
+      const auto f = Download(fused);
+      const auto s = Download(separate);
+      std::size_t changed = 0;
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        ASSERT_EQ(f[i], s[i]) << "element " << i;
+        if (i >= active * static_cast<std::size_t>(d)) {
+          ASSERT_EQ(f[i], hidden[i]) << "element " << i << " past the live batch was written";
+        }
+        changed += f[i] != hidden[i];
+      }
+      EXPECT_GT(changed, active * static_cast<std::size_t>(d) / 2) << "the delta was not added";
+    }
+  }
+}
+
 // RoPE + KV append, then attention, for sequences whose contexts differ
 // (1 token, 2, a length not a multiple of 128 or 32, the full max_context),
 // each at its own slot; checks q rotated in place, the appended cache rows,

@@ -185,6 +185,17 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   no_active.capacity = 1;
   EXPECT_EQ(EnqueueRmsNorm(config, nullptr, nullptr, no_active, nullptr, nullptr),
             cudaErrorInvalidValue);
+  alignas(16) static float hidden[8];
+  EXPECT_EQ(EnqueueRmsNormGemv(config, w, 1, nullptr, w, batch, w, nullptr),
+            cudaErrorInvalidValue);  // no residual stream to normalize
+  EXPECT_EQ(EnqueueRmsNormGemv(config, w, 1, hidden, w + 1, batch, w, nullptr),
+            cudaErrorInvalidValue);  // misaligned norm weight
+  EXPECT_EQ(EnqueueEmbeddingRmsNormGemv(config, w, nullptr, w, 1, w, batch, hidden, w, nullptr),
+            cudaErrorInvalidValue);  // no tokens
+  EXPECT_EQ(EnqueueGemvResidualAdd(config, w, 8, w, batch, nullptr, nullptr),
+            cudaErrorInvalidValue);  // no residual stream to add to
+  EXPECT_EQ(EnqueueGatedGemvResidualAdd(config, w, 12, w, batch, hidden, nullptr),
+            cudaErrorInvalidValue);  // in_features not a multiple of 8
   DecodeBatch no_slots = batch;
   EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, {}, no_slots, nullptr), cudaErrorInvalidValue);
 }

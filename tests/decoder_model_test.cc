@@ -74,6 +74,15 @@ TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
   ExpectInvalid(ValidateDecoderModelOptions(options),
                 "DecoderModelOptions::step_clock_size is 1000; it must be a power of two");
   options = DecoderModelOptions{};
+  options.gemm = static_cast<DecoderGemm>(3);
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::gemm is not a DecoderGemm value; use kAuto, kCublasLt or "
+                "kBatonGemv");
+  for (DecoderGemm gemm : {DecoderGemm::kAuto, DecoderGemm::kCublasLt, DecoderGemm::kBatonGemv}) {
+    options.gemm = gemm;
+    EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  }
+  options = DecoderModelOptions{};
   options.config.d_model = 100;  // not a multiple of 8: the config check's own message
   EXPECT_EQ(ValidateDecoderModelOptions(options).code(), absl::StatusCode::kInvalidArgument);
 }

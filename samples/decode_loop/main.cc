@@ -57,7 +57,9 @@ ABSL_FLAG(std::string, engines, "host,tail,tail2,conditional,conditional2",
 ABSL_FLAG(int, prompt_tokens, 16, "prompt length of every request");
 ABSL_FLAG(int, new_tokens, 128, "tokens generated per request (no stop token)");
 ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (continuous batching)");
-ABSL_FLAG(std::string, gemm, "cublaslt", "projections: cublaslt or gemv (batch-invariant)");
+ABSL_FLAG(std::string, gemm, "auto",
+          "projections: cublaslt, gemv (Baton's batch-invariant GEMV with the norms and residual "
+          "adds fused in), or auto (gemv for buckets up to 8, cublaslt above)");
 ABSL_FLAG(std::string, dtype, "fp16", "weights and activations: fp16 or bf16");
 ABSL_FLAG(double, temperature, 0.0, "sampling temperature (0: greedy)");
 ABSL_FLAG(int, repeats, 5, "timed runs per driver after one warm-up (medians reported)");
@@ -185,6 +187,13 @@ struct EngineChoice {
   std::uint32_t conditional_steps_per_iteration = RuntimeOptions{}.conditional_steps_per_iteration;
 };
 
+// --gemm (validated in Run).
+DecoderGemm GemmOf(const std::string& flag) {
+  if (flag == "gemv") return DecoderGemm::kBatonGemv;
+  if (flag == "auto") return DecoderGemm::kAuto;
+  return DecoderGemm::kCublasLt;
+}
+
 absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
                                                        const std::string& gemm) {
   std::vector<EngineChoice> out;
@@ -216,7 +225,8 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
     if (choice.engine == Engine::kDynamicParallelism && !choice.host && gemm != "gemv") {
       return absl::InvalidArgumentError(
           "--engines: dp runs the decoder's device step, whose projections are always Baton's "
-          "GEMV, so with --gemm=cublaslt its tokens would differ from the other drivers': pass "
+          "GEMV, so with --gemm=cublaslt or auto its tokens would differ from the other drivers': "
+          "pass "
           "--gemm=gemv, or drop dp from --engines");
     }
   }
@@ -237,8 +247,7 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   options.weight_seed = absl::GetFlag(FLAGS_seed);
   options.max_batch = batch;
   options.max_requests = request_count;
-  options.gemm =
-      absl::GetFlag(FLAGS_gemm) == "gemv" ? DecoderGemm::kBatonGemv : DecoderGemm::kCublasLt;
+  options.gemm = GemmOf(absl::GetFlag(FLAGS_gemm));
   options.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
                                     absl::GetFlag(FLAGS_seed)};
   BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
@@ -395,8 +404,8 @@ absl::Status Run(Report& report) {
     }
   }
   const std::string gemm = absl::GetFlag(FLAGS_gemm), dtype = absl::GetFlag(FLAGS_dtype);
-  if (gemm != "cublaslt" && gemm != "gemv") {
-    return absl::InvalidArgumentError("--gemm must be cublaslt or gemv");
+  if (gemm != "cublaslt" && gemm != "gemv" && gemm != "auto") {
+    return absl::InvalidArgumentError("--gemm must be cublaslt, gemv or auto");
   }
   if (dtype != "fp16" && dtype != "bf16") {
     return absl::InvalidArgumentError("--dtype must be fp16 or bf16");
@@ -428,7 +437,7 @@ absl::Status Run(Report& report) {
     soak.model.max_batch = scenarios.front().batch;
     soak.model.max_requests = 4 * scenarios.front().batch;
     soak.model.weight_seed = absl::GetFlag(FLAGS_seed);
-    soak.model.gemm = gemm == "gemv" ? DecoderGemm::kBatonGemv : DecoderGemm::kCublasLt;
+    soak.model.gemm = GemmOf(gemm);
     soak.model.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
                                          absl::GetFlag(FLAGS_seed)};
     soak.engine = absl::GetFlag(FLAGS_soak_engine) == "conditional" ? Engine::kConditional

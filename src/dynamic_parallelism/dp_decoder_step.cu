@@ -1,7 +1,8 @@
 // The decoder model's step launched from the device (DeviceStepKind::kDecoder):
 // the same kernel bodies as the graph path (decoder_step_body.cuh and the
 // src/kernels .cuh bodies), in the order DecoderModel::EnqueueStep captures
-// them with DecoderGemm::kBatonGemv, with grids sized for the actual batch.
+// them for a GEMV bucket (RMSNorm and residual adds fused into the GEMVs),
+// with grids sized for the actual batch.
 //
 // A device launch carries no launch attributes: no programmatic dependent
 // launch (the bodies' griddepcontrol calls are no-ops, and tail launches run
@@ -27,8 +28,11 @@ namespace {
 
 using decode::attention_body;
 using decode::gemv_body;
+using decode::gemv_fuses_norm;
 using decode::gemv_split;
 using decode::GemvInput;
+using decode::GemvIo;
+using decode::GemvOutput;
 using decode::kAttentionThreads;
 using decode::kMmaMaxSplit;
 using decode::kMmaPositions;
@@ -48,14 +52,10 @@ __global__ void dp_step_begin_kernel(DecoderStepView v, StepArgs args, std::uint
   step_begin_body(v, args, capacity);
 }
 
-__global__ void dp_step_end_kernel(DecoderStepView v, StepArgs args, std::uint32_t capacity) {
-  step_end_body(v, args, capacity);
-}
-
-template <class T, RowSource Source, bool Norm>
+template <class T, RowSource Source>
 __global__ void __launch_bounds__(kRowThreads)
-    dp_row_kernel(DecoderConfig config, RowArgs a, DecodeBatch batch) {
-  row_body<T, Source, Norm>(config, a, batch);
+    dp_row_norm_kernel(DecoderConfig config, RowArgs a, DecodeBatch batch) {
+  row_body<T, Source, true>(config, a, batch);
 }
 
 template <class T, int V>
@@ -65,19 +65,20 @@ __global__ void __launch_bounds__(kAttentionThreads)
   attention_body<T, V, true>(config, qkv, cache, batch, out);
 }
 
-template <class T, GemvInput Input, int Split>
+template <class T, GemvInput Input, GemvOutput Output, int Split>
 __global__ void __cluster_dims__(1, 1, Split) __launch_bounds__(kMmaWarps * 32)
-    dp_gemv_cluster_kernel(const T* w, int out_features, int in_features, const T* x,
-                           DecodeBatch batch, T* y) {
-  gemv_body<T, Input>(w, out_features, in_features, x, batch, y);
+    dp_gemv_cluster_kernel(const T* w, int out_features, int in_features, GemvIo io,
+                           DecodeBatch batch) {
+  gemv_body<T, Input, Output>(w, out_features, in_features, io, batch);
 }
 
+// Token selection with the step's end (StepEndHooks), as on the graph path.
 template <class T, bool Sample, int Blocks>
 __global__ void __cluster_dims__(Blocks, 1, 1) __launch_bounds__(kSelectThreads)
-    dp_select_cluster_kernel(DecoderConfig config, const T* logits, DecodeBatch batch,
-                             SamplingParams params, const std::uint64_t* sequence_ids,
-                             const std::uint32_t* sequence_steps, std::int32_t* tokens) {
-  select_body<T, Sample>(config, logits, batch, params, sequence_ids, sequence_steps, tokens);
+    dp_select_and_end_kernel(DecoderStepView v, StepArgs args, const T* logits, DecodeBatch batch,
+                             SamplingParams sampling) {
+  select_body<T, Sample>(v.config, logits, batch, sampling, v.sequence_ids, v.sequence_steps,
+                         v.out_tokens, StepEndHooks{v, args});
 }
 
 // Launches one step's kernels into cudaStreamTailLaunch, in order; after the
@@ -101,28 +102,31 @@ class DecoderStepLauncher {
     dp_step_begin_kernel<<<frame_blocks, kStepFrameThreads, 0, cudaStreamTailLaunch>>>(
         s_.view, args_, batch_);
     if (!launched()) return launch_;
-    row<RowSource::kEmbedding>(s_.embedding, s_.view.in_tokens, s_.layers[0].attn_norm);
     for (int l = 0; l < c.layers && ok(); ++l) {
       const DecoderLayerView layer = s_.layers[l];
-      gemv<GemvInput::kPlain>(layer.wqkv, c.qkv_width(), c.d_model, s_.normed, s_.qkv);
+      if (l == 0 && gemv_fuses_norm(c.qkv_width(), c.d_model)) {
+        gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
+            layer.wqkv, c.qkv_width(), c.d_model, embedded_input(layer.attn_norm, s_.qkv));
+      } else if (l == 0) {
+        row_norm<RowSource::kEmbedding>(s_.embedding, s_.view.in_tokens, layer.attn_norm);
+        gemv<GemvInput::kPlain, GemvOutput::kStore>(layer.wqkv, c.qkv_width(), c.d_model,
+                                                    plain_io(s_.normed, s_.qkv));
+      } else {
+        normed_gemv(layer.wqkv, c.qkv_width(), layer.attn_norm, s_.qkv);
+      }
       rope_attention(layer.cache);
-      gemv<GemvInput::kPlain>(layer.wo, c.d_model, c.attention_width(), s_.attention, s_.projected);
-      row<RowSource::kResidual>(s_.projected, nullptr, layer.ffn_norm);
-      gemv<GemvInput::kPlain>(layer.w_gate_up, c.gate_up_width(), c.d_model, s_.normed, s_.gate_up);
-      gemv<GemvInput::kGated>(layer.w_down, c.d_model, c.ffn, s_.gate_up, s_.projected);
-      row<RowSource::kResidual>(s_.projected, nullptr,
-                                l + 1 < c.layers ? s_.layers[l + 1].attn_norm : s_.final_norm);
+      gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(layer.wo, c.d_model, c.attention_width(),
+                                                        residual_output(s_.attention));
+      normed_gemv(layer.w_gate_up, c.gate_up_width(), layer.ffn_norm, s_.gate_up);
+      gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(layer.w_down, c.d_model, c.ffn,
+                                                        residual_output(s_.gate_up));
     }
-    gemv<GemvInput::kPlain>(s_.lm_head, c.vocab, c.d_model, s_.normed, s_.logits);
+    normed_gemv(s_.lm_head, c.vocab, s_.final_norm, s_.logits);
     if (s_.sampling.temperature > 0.0f) {
-      select<true>();
+      select_and_end<true>();
     } else {
-      select<false>();
+      select_and_end<false>();
     }
-    if (!ok()) return launch_;
-    dp_step_end_kernel<<<frame_blocks, kStepFrameThreads, 0, cudaStreamTailLaunch>>>(s_.view, args_,
-                                                                                     batch_);
-    launched();
     return launch_;
   }
 
@@ -137,9 +141,46 @@ class DecoderStepLauncher {
     return true;
   }
 
-  // An embedding or residual add fused with the RMSNorm that follows it.
+  // The first projection's input: the embedding rows of the step's input
+  // tokens (which the GEMV also stores as the residual stream), normalized.
+  __device__ GemvIo embedded_input(const void* norm, void* y) const {
+    GemvIo io;
+    io.embedding = s_.embedding;
+    io.tokens = s_.view.in_tokens;
+    io.embedded = s_.hidden;
+    io.vocab = s_.view.config.vocab;
+    io.norm_weight = norm;
+    io.rms_epsilon = s_.view.config.rms_epsilon;
+    io.y = y;
+    return io;
+  }
+
+  // A GEMV input RMSNorm(hidden) * norm, its output stored to y.
+  __device__ GemvIo normed_input(const void* norm, void* y) const {
+    GemvIo io;
+    io.hidden = s_.hidden;
+    io.norm_weight = norm;
+    io.rms_epsilon = s_.view.config.rms_epsilon;
+    io.y = y;
+    return io;
+  }
+
+  // y = W · RMSNorm(hidden) * norm, fused where gemv_fuses_norm says so (as
+  // DecoderModel::NormedGemv decides on the graph path).
+  __device__ void normed_gemv(const void* w, int out_features, const void* norm, void* y) {
+    const int d_model = s_.view.config.d_model;
+    if (gemv_fuses_norm(out_features, d_model)) {
+      gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(w, out_features, d_model,
+                                                    normed_input(norm, y));
+    } else {
+      row_norm<RowSource::kHidden>(nullptr, nullptr, norm);
+      gemv<GemvInput::kPlain, GemvOutput::kStore>(w, out_features, d_model, plain_io(s_.normed, y));
+    }
+  }
+
+  // normed = RMSNorm(hidden or the embedding rows, which it stores as hidden).
   template <RowSource Source>
-  __device__ void row(const void* source, const std::int32_t* tokens, const void* norm) {
+  __device__ void row_norm(const void* source, const std::int32_t* tokens, const void* norm) {
     if (!ok()) return;
     RowArgs a;
     a.source = source;
@@ -147,9 +188,24 @@ class DecoderStepLauncher {
     a.hidden = s_.hidden;
     a.weight = norm;
     a.out = s_.normed;
-    dp_row_kernel<T, Source, true>
+    dp_row_norm_kernel<T, Source>
         <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(s_.view.config, a, db_);
     launched();
+  }
+
+  __device__ static GemvIo plain_io(const void* x, void* y) {
+    GemvIo io;
+    io.x = x;
+    io.y = y;
+    return io;
+  }
+
+  // A GEMV input x, its output added to hidden (the residual connection).
+  __device__ GemvIo residual_output(const void* x) const {
+    GemvIo io;
+    io.x = x;
+    io.residual = s_.hidden;
+    return io;
   }
 
   __device__ void rope_attention(const KvCacheLayer& cache) {
@@ -171,35 +227,36 @@ class DecoderStepLauncher {
     launched();
   }
 
-  // y = W · x with the graph path's grid: K split across a cluster of
+  // A GEMV with the graph path's grid: K split across a cluster of
   // gemv_split blocks.
-  template <GemvInput Input>
-  __device__ void gemv(const void* w, int out_features, int in_features, const void* x, void* y) {
+  template <GemvInput Input, GemvOutput Output>
+  __device__ void gemv(const void* w, int out_features, int in_features, const GemvIo& io) {
     if (!ok()) return;
     const int split = gemv_split(out_features, in_features);
     const dim3 grid((out_features + kMmaRows - 1) / kMmaRows,
                     (batch_ + kMmaPositions - 1) / kMmaPositions, split);
-    gemv_cluster<Input, 1>(split, grid, static_cast<const T*>(w), out_features, in_features,
-                           static_cast<const T*>(x), static_cast<T*>(y));
+    gemv_cluster<Input, Output, 1>(split, grid, static_cast<const T*>(w), out_features, in_features,
+                                   io);
     launched();
   }
 
   // The instantiation whose compile-time cluster is `split` blocks.
-  template <GemvInput Input, int Split>
+  template <GemvInput Input, GemvOutput Output, int Split>
   __device__ void gemv_cluster(int split, dim3 grid, const T* w, int out_features, int in_features,
-                               const T* x, T* y) {
+                               const GemvIo& io) {
     if (split == Split) {
-      dp_gemv_cluster_kernel<T, Input, Split><<<grid, kMmaWarps * 32, 0, cudaStreamTailLaunch>>>(
-          w, out_features, in_features, x, db_, y);
+      dp_gemv_cluster_kernel<T, Input, Output, Split>
+          <<<grid, kMmaWarps * 32, 0, cudaStreamTailLaunch>>>(w, out_features, in_features, io,
+                                                              db_);
     } else if constexpr (Split < kMmaMaxSplit) {
-      gemv_cluster<Input, Split + 1>(split, grid, w, out_features, in_features, x, y);
+      gemv_cluster<Input, Output, Split + 1>(split, grid, w, out_features, in_features, io);
     }
   }
 
   // Argmax (Sample = false) or Gumbel-max sampling of the logits, a cluster
-  // of select_blocks blocks per position.
+  // of select_blocks blocks per position, ending the step.
   template <bool Sample>
-  __device__ void select() {
+  __device__ void select_and_end() {
     if (!ok()) return;
     const int blocks = select_blocks(s_.view.config.vocab);
     select_cluster<Sample, 1>(blocks, dim3(blocks, batch_), static_cast<const T*>(s_.logits));
@@ -209,10 +266,9 @@ class DecoderStepLauncher {
   template <bool Sample, int Blocks>
   __device__ void select_cluster(int blocks, dim3 grid, const T* logits) {
     if (blocks == Blocks) {
-      dp_select_cluster_kernel<T, Sample, Blocks>
-          <<<grid, kSelectThreads, 0, cudaStreamTailLaunch>>>(
-              s_.view.config, logits, db_, s_.sampling, s_.view.sequence_ids,
-              s_.view.sequence_steps, s_.view.out_tokens);
+      dp_select_and_end_kernel<T, Sample, Blocks>
+          <<<grid, kSelectThreads, 0, cudaStreamTailLaunch>>>(s_.view, args_, logits, db_,
+                                                              s_.sampling);
     } else if constexpr (Blocks < kSelectMaxCluster) {
       select_cluster<Sample, Blocks + 1>(blocks, grid, logits);
     }

@@ -79,13 +79,52 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   extern __shared__ float scores[];
   const std::uint32_t p = blockIdx.x;
   const int head = blockIdx.y;
-  bool live = false;
-  std::uint32_t slot = 0;
-  int pos = 0;
-  const bool in_range = enter_step_node_sequence(batch, config, p, live, slot, pos);
-  if (!live) return;
   const int hd = config.head_dim;
   const int pieces = hd / V;  // loads per row
+  const int groups = kAttentionThreads / pieces;
+  const int group = threadIdx.x / pieces;
+  const int piece = threadIdx.x % pieces;
+  constexpr int kValueUnroll = 4;
+  // The cache rows before pos were written by earlier steps: final when this
+  // kernel starts. With a settled batch the thread's first key chunk and
+  // first values are loaded before the wait, off the critical path (only row
+  // pos, which this block appends, depends on the node just before).
+  Packed<T, V> key_early[kAttentionChunk];
+  Packed<T, V> value_early[kValueUnroll];
+  bool live = false, in_range = false;
+  std::uint32_t slot = 0;
+  int pos = 0;
+  const auto load_early = [&]() {
+    const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, slot, head, 0);
+    const T* values = static_cast<const T*>(cache.values) + cache_row(config, slot, head, 0);
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < kAttentionChunk; ++j) {
+      key_early[j] = t < pos && j < pieces
+                         ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
+                         : zero_packed<T, V>();
+    }
+#pragma unroll
+    for (int j = 0; j < kValueUnroll; ++j) {
+      const int tv = group + j * groups;
+      value_early[j] =
+          group < groups && tv < pos
+              ? load_packed<T, V>(values + static_cast<std::size_t>(tv) * hd + piece * V)
+              : zero_packed<T, V>();
+    }
+  };
+  if (batch.settled) {
+    live = p < *batch.active;
+    if (live) in_range = sequence_of(batch, config, p, slot, pos);
+    if (in_range) load_early();
+  }
+  enter_step_node();
+  if (!batch.settled) {
+    live = p < *batch.active;
+    if (live) in_range = sequence_of(batch, config, p, slot, pos);
+    if (in_range) load_early();
+  }
+  if (!live) return;
   T* out_row = out + static_cast<std::size_t>(p) * config.attention_width() + head * hd;
   if (!in_range) {
     const float zeros[V] = {};
@@ -120,10 +159,13 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     const T* key = keys + static_cast<std::size_t>(t) * hd;
     float dot = 0.0f;
     for (int c0 = 0; c0 < pieces; c0 += kAttentionChunk) {
+      const bool early = c0 == 0 && t < pos && t < kAttentionThreads;
       Packed<T, V> kv[kAttentionChunk];
 #pragma unroll
       for (int j = 0; j < kAttentionChunk; ++j) {
-        kv[j] = c0 + j < pieces ? load_packed<T, V>(key + (c0 + j) * V) : zero_packed<T, V>();
+        kv[j] = early             ? key_early[j]
+                : c0 + j < pieces ? load_packed<T, V>(key + (c0 + j) * V)
+                                  : zero_packed<T, V>();
       }
 #pragma unroll
       for (int j = 0; j < kAttentionChunk; ++j) {
@@ -153,23 +195,20 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   __syncthreads();
   const float inv_sum = 1.0f / broadcast;
 
-  const int groups = kAttentionThreads / pieces;
-  const int group = threadIdx.x / pieces;
-  const int piece = threadIdx.x % pieces;
   float acc[V] = {};
   if (group < groups) {
-    constexpr int kUnroll = 4;
-    for (int t0 = group; t0 < context; t0 += kUnroll * groups) {
-      Packed<T, V> vv[kUnroll];
+    for (int t0 = group; t0 < context; t0 += kValueUnroll * groups) {
+      Packed<T, V> vv[kValueUnroll];
 #pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
+      for (int j = 0; j < kValueUnroll; ++j) {
         const int t = t0 + j * groups;
-        vv[j] = t < context
+        vv[j] = t0 == group && t < pos ? value_early[j]
+                : t < context
                     ? load_packed<T, V>(values + static_cast<std::size_t>(t) * hd + piece * V)
                     : zero_packed<T, V>();
       }
 #pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
+      for (int j = 0; j < kValueUnroll; ++j) {
         const int t = t0 + j * groups;
         if (t < context) {
           const float s = scores[t];

@@ -31,6 +31,8 @@ using detail::decode::enter_step_node_sequence;
 using detail::decode::gemv_body;
 using detail::decode::gemv_split;
 using detail::decode::GemvInput;
+using detail::decode::GemvIo;
+using detail::decode::GemvOutput;
 using detail::decode::kAttentionThreads;
 using detail::decode::kMmaPositions;
 using detail::decode::kMmaRows;
@@ -102,11 +104,10 @@ __global__ void __launch_bounds__(kSelectThreads)
   select_body<T, Sample>(config, logits, batch, params, sequence_ids, sequence_steps, tokens);
 }
 
-template <class T, GemvInput Input>
+template <class T, GemvInput Input, GemvOutput Output>
 __global__ void __launch_bounds__(kMmaWarps * 32)
-    gemv_kernel(const T* w, int out_features, int in_features, const T* x, DecodeBatch batch,
-                T* y) {
-  gemv_body<T, Input>(w, out_features, in_features, x, batch, y);
+    gemv_kernel(const T* w, int out_features, int in_features, GemvIo io, DecodeBatch batch) {
+  gemv_body<T, Input, Output>(w, out_features, in_features, io, batch);
 }
 
 // Calls body(T{}) with the storage type of `dtype`; body returns the launch's
@@ -169,26 +170,6 @@ cudaError_t launch_attention(const DecoderConfig& config, void* qkv, KvCacheLaye
   });
 }
 
-// launch_step_kernel plus clusters of `cluster` blocks.
-template <typename... Params, typename... Args>
-cudaError_t launch_clustered_step_kernel(void (*kernel)(Params...), dim3 grid, dim3 block,
-                                         dim3 cluster, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attributes[2] = {};
-  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[0].val.programmaticStreamSerializationAllowed = 1;
-  attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = cluster.x;
-  attributes[1].val.clusterDim.y = cluster.y;
-  attributes[1].val.clusterDim.z = cluster.z;
-  cudaLaunchConfig_t launch{};
-  launch.gridDim = grid;
-  launch.blockDim = block;
-  launch.stream = stream;
-  launch.attrs = attributes;
-  launch.numAttrs = 2;
-  return cudaLaunchKernelEx(&launch, kernel, std::forward<Args>(args)...);
-}
-
 template <bool Sample>
 cudaError_t launch_select(const DecoderConfig& config, const void* logits, DecodeBatch batch,
                           SamplingParams params, const std::uint64_t* sequence_ids,
@@ -204,11 +185,22 @@ cudaError_t launch_select(const DecoderConfig& config, const void* logits, Decod
   });
 }
 
-template <GemvInput Input>
+template <GemvInput Input, GemvOutput Output>
 cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int in_features,
-                        const void* x, DecodeBatch batch, void* y, cudaStream_t stream) {
+                        const GemvIo& io, DecodeBatch batch, cudaStream_t stream) {
+  bool input_ok = aligned(io.x);
+  if (Input == GemvInput::kRmsNorm) {
+    input_ok = io.hidden != nullptr && aligned(io.hidden);
+  } else if (Input == GemvInput::kEmbeddingRmsNorm) {
+    input_ok = io.embedding != nullptr && aligned(io.embedding) && io.tokens != nullptr &&
+               io.embedded != nullptr && aligned(io.embedded) && io.vocab > 0;
+  }
+  if (detail::decode::normed_input(Input)) {
+    input_ok = input_ok && io.norm_weight != nullptr && aligned(io.norm_weight);
+  }
+  const bool output_ok = Output == GemvOutput::kStore ? true : io.residual != nullptr;
   if (out_features < 1 || in_features < 1 || in_features % kVector != 0 || !aligned(w) ||
-      !aligned(x) || batch.active == nullptr) {
+      !input_ok || !output_ok || batch.active == nullptr) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
@@ -218,11 +210,24 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
   const dim3 grid(row_blocks, (batch.capacity + kMmaPositions - 1) / kMmaPositions, split);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    return launch_clustered_step_kernel(gemv_kernel<T, Input>, grid, dim3(kMmaWarps * 32),
+    return launch_clustered_step_kernel(gemv_kernel<T, Input, Output>, grid, dim3(kMmaWarps * 32),
                                         dim3(1, 1, split), stream, static_cast<const T*>(w),
-                                        out_features, in_features, static_cast<const T*>(x), batch,
-                                        static_cast<T*>(y));
+                                        out_features, in_features, io, batch);
   });
+}
+
+GemvIo gemv_io(const void* x, void* y) {
+  GemvIo io;
+  io.x = x;
+  io.y = y;
+  return io;
+}
+
+GemvIo gemv_io_residual(const void* x, float* hidden) {
+  GemvIo io;
+  io.x = x;
+  io.residual = hidden;
+  return io;
 }
 
 }  // namespace
@@ -347,13 +352,65 @@ cudaError_t EnqueueSample(const DecoderConfig& config, const void* logits, Decod
 
 cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features, int in_features,
                         const void* x, DecodeBatch batch, void* y, cudaStream_t stream) {
-  return launch_gemv<GemvInput::kPlain>(dtype, w, out_features, in_features, x, batch, y, stream);
+  return launch_gemv<GemvInput::kPlain, GemvOutput::kStore>(dtype, w, out_features, in_features,
+                                                            gemv_io(x, y), batch, stream);
 }
 
 cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features, int in_features,
                              const void* gate_up, DecodeBatch batch, void* y, cudaStream_t stream) {
-  return launch_gemv<GemvInput::kGated>(dtype, w, out_features, in_features, gate_up, batch, y,
-                                        stream);
+  return launch_gemv<GemvInput::kGated, GemvOutput::kStore>(dtype, w, out_features, in_features,
+                                                            gemv_io(gate_up, y), batch, stream);
+}
+
+bool GemvFusesRmsNorm(int out_features, int in_features) {
+  return detail::decode::gemv_fuses_norm(out_features, in_features);
+}
+
+cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w, int out_features,
+                               const float* hidden, const void* norm_weight, DecodeBatch batch,
+                               void* y, cudaStream_t stream) {
+  if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
+  GemvIo io;
+  io.hidden = hidden;
+  io.norm_weight = norm_weight;
+  io.rms_epsilon = config.rms_epsilon;
+  io.y = y;
+  return launch_gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(config.dtype, w, out_features,
+                                                              config.d_model, io, batch, stream);
+}
+
+cudaError_t EnqueueEmbeddingRmsNormGemv(const DecoderConfig& config, const void* embedding,
+                                        const std::int32_t* tokens, const void* w, int out_features,
+                                        const void* norm_weight, DecodeBatch batch, float* hidden,
+                                        void* y, cudaStream_t stream) {
+  if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
+  GemvIo io;
+  io.embedding = embedding;
+  io.tokens = tokens;
+  io.embedded = hidden;
+  io.vocab = config.vocab;
+  io.norm_weight = norm_weight;
+  io.rms_epsilon = config.rms_epsilon;
+  io.y = y;
+  return launch_gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
+      config.dtype, w, out_features, config.d_model, io, batch, stream);
+}
+
+cudaError_t EnqueueGemvResidualAdd(const DecoderConfig& config, const void* w, int in_features,
+                                   const void* x, DecodeBatch batch, float* hidden,
+                                   cudaStream_t stream) {
+  if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
+  return launch_gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(
+      config.dtype, w, config.d_model, in_features, gemv_io_residual(x, hidden), batch, stream);
+}
+
+cudaError_t EnqueueGatedGemvResidualAdd(const DecoderConfig& config, const void* w, int in_features,
+                                        const void* gate_up, DecodeBatch batch, float* hidden,
+                                        cudaStream_t stream) {
+  if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
+  return launch_gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(
+      config.dtype, w, config.d_model, in_features, gemv_io_residual(gate_up, hidden), batch,
+      stream);
 }
 
 }  // namespace baton

@@ -13,10 +13,18 @@
 // permuted the same way for weights and inputs (lane c holds the 8
 // consecutive elements 8c..8c+7, split between the two mmas), which leaves
 // the dot product unchanged and keeps every load 16 bytes.
+//
+// Fusions (each removes a row kernel, a whole dependent node, from the step):
+// the input may be SiLU·mul of a gate | up row or the RMSNorm of the fp32
+// residual stream (each block recomputes the norm's scale of its positions,
+// a warp per position, in a fixed order), and the output may be added to the
+// residual stream instead of stored (hidden += y rounded to the storage
+// type, exactly what the residual-add kernel does with a stored y).
 
 #pragma once
 
 #include <cstdint>
+#include <cub/warp/warp_reduce.cuh>
 #include <type_traits>
 
 #include "baton/config.h"
@@ -30,21 +38,57 @@ inline constexpr int kMmaWarps = 8;
 inline constexpr int kMmaK = 32;  // elements of a row per k-block (two mmas)
 inline constexpr int kMmaUnroll = 4;
 inline constexpr int kMmaMaxSplit = 8;        // blocks of a cluster (portable size)
-inline constexpr int kMmaTargetBlocks = 264;  // two per SM of an H100/H200
+inline constexpr int kMmaTargetBlocks = 264;  // two per SM of an H100/H200: one wave
 
-enum class GemvInput { kPlain, kGated };
+enum class GemvInput { kPlain, kGated, kRmsNorm, kEmbeddingRmsNorm };
+enum class GemvOutput { kStore, kResidualAdd };
+
+// What a GEMV reads besides W and where it writes.
+struct GemvIo {
+  const void* x = nullptr;               // kPlain [capacity, in]; kGated [capacity, 2 * in]
+  const float* hidden = nullptr;         // kRmsNorm: residual stream [capacity, in] (fp32)
+  const void* embedding = nullptr;       // kEmbeddingRmsNorm: table [vocab, in]
+  const std::int32_t* tokens = nullptr;  // kEmbeddingRmsNorm: [capacity]
+  float* embedded = nullptr;             // kEmbeddingRmsNorm: hidden = the rows, fp32
+  int vocab = 0;                         // kEmbeddingRmsNorm: tokens outside [0, vocab): zero rows
+  const void* norm_weight = nullptr;     // k*RmsNorm: [in]
+  float rms_epsilon = 0.0f;              // k*RmsNorm
+  void* y = nullptr;                     // kStore: [capacity, out]
+  float* residual = nullptr;             // kResidualAdd: [capacity, out] (fp32), += y
+};
+
+inline constexpr bool normed_input(GemvInput input) {
+  return input == GemvInput::kRmsNorm || input == GemvInput::kEmbeddingRmsNorm;
+}
 
 // How many blocks (one cluster) split the K of a [out_features, in_features]
 // weight: short, wide weights (few row blocks, long rows) split K so that
-// about two blocks per SM stream them. A function of the shape alone, never
-// of the batch (batch invariance).
+// about kMmaSplitTargetBlocks blocks stream them. That target stays below the
+// two blocks per SM the GEMV's registers allow because clusters are placed a
+// GPC at a time: on an H200 the d_model 1024 model's FFN down GEMV (64 row
+// blocks) as 64 clusters of 4 did not fit one wave, and the b1 step took
+// 26 us longer over 4 layers than with clusters of 3. A function of the
+// shape alone, never of the batch (batch invariance).
+inline constexpr int kMmaSplitTargetBlocks = 192;
+
 [[nodiscard]] BATON_HOST_DEVICE constexpr int gemv_split(int out_features, int in_features) {
   const int row_blocks = (out_features + kMmaRows - 1) / kMmaRows;
   const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
-  const int wanted = kMmaTargetBlocks / row_blocks;
+  const int wanted = kMmaSplitTargetBlocks / row_blocks;
   int split = wanted < 1 ? 1 : wanted > kMmaMaxSplit ? kMmaMaxSplit : wanted;
   while (split > 1 && split * kMmaWarps > k_blocks) --split;
   return split;
+}
+
+// Whether the decoder step fuses the RMSNorm into a GEMV of this shape
+// (GemvInput::kRmsNorm). The fused kernel needs more registers (two blocks
+// per SM instead of three), which costs nothing while one tile of positions
+// fits in one wave of kMmaTargetBlocks blocks and costs waves above it (a
+// 32k-vocabulary logits GEMV). A function of the shape alone, so every
+// engine and bucket makes the same choice (batch invariance).
+[[nodiscard]] BATON_HOST_DEVICE constexpr bool gemv_fuses_norm(int out_features, int in_features) {
+  return (out_features + kMmaRows - 1) / kMmaRows * gemv_split(out_features, in_features) <=
+         kMmaTargetBlocks;
 }
 
 // d += A (16x16, row-major) * B (16x8, col-major), fp32 accumulation.
@@ -66,35 +110,146 @@ __device__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, 
   }
 }
 
-// Element vector v of position p's input: x itself, or silu(gate) * up of a
-// gate | up row rounded to the storage type (what EnqueueSiluMul writes).
+// One k-vector (8 elements) of a position's input as loaded, before the
+// elementwise work that turns it into the mma's operand (gemv_operand): the
+// loads are issued first, all together, and for the normed inputs the same
+// round of loads also feeds the norm's sum of squares.
 template <class T, GemvInput Input>
-__device__ Packed<T, kVector> gemv_input(const T* x, int in_features, std::uint32_t p, int v) {
+struct GemvRaw {
+  uint4 a{}, b{};  // x | gate, up | hidden[0..3], hidden[4..7] | embedding row
+};
+
+// The embedding row of position p, or null for a token outside the table.
+template <class T>
+__device__ const T* embedding_row(const GemvIo& io, int in_features, std::uint32_t p) {
+  const std::int32_t token = io.tokens[p];
+  return token >= 0 && token < io.vocab
+             ? static_cast<const T*>(io.embedding) + static_cast<std::size_t>(token) * in_features
+             : nullptr;
+}
+
+template <class T, GemvInput Input>
+__device__ GemvRaw<T, Input> gemv_load(const GemvIo& io, int in_features, std::uint32_t p,
+                                       const T* row, int k) {
+  GemvRaw<T, Input> r;
   if constexpr (Input == GemvInput::kPlain) {
-    return load_packed<T, kVector>(x + static_cast<std::size_t>(p) * in_features + v * kVector);
+    r.a = *reinterpret_cast<const uint4*>(static_cast<const T*>(io.x) +
+                                          static_cast<std::size_t>(p) * in_features + k);
+  } else if constexpr (Input == GemvInput::kGated) {
+    const T* gate_up = static_cast<const T*>(io.x) + static_cast<std::size_t>(p) * 2 * in_features;
+    r.a = *reinterpret_cast<const uint4*>(gate_up + k);
+    r.b = *reinterpret_cast<const uint4*>(gate_up + in_features + k);
+  } else if constexpr (Input == GemvInput::kRmsNorm) {
+    const uint4* h =
+        reinterpret_cast<const uint4*>(io.hidden + static_cast<std::size_t>(p) * in_features + k);
+    r.a = h[0];
+    r.b = h[1];
   } else {
-    const T* row = x + static_cast<std::size_t>(p) * 2 * in_features;
-    const auto g = load_packed<T, kVector>(row + v * kVector);
-    const auto u = load_packed<T, kVector>(row + in_features + v * kVector);
-    float o[kVector];
-#pragma unroll
-    for (int e = 0; e < kVector; ++e) o[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
-    Packed<T, kVector> r;
-    T* re = reinterpret_cast<T*>(&r.bits);
-#pragma unroll
-    for (int e = 0; e < kVector; ++e) re[e] = Storage<T>::store(o[e]);
-    return r;
+    if (row != nullptr) r.a = *reinterpret_cast<const uint4*>(row + k);
   }
+  return r;
+}
+
+// The mma operand from a loaded vector: x itself, silu(gate) * up rounded to
+// the storage type (what EnqueueSiluMul writes), or x * scale * norm rounded
+// (what the RMSNorm row kernel writes for the same scale).
+template <class T, GemvInput Input>
+__device__ uint4 gemv_operand(const GemvRaw<T, Input>& r, const uint4& norm, float scale) {
+  if constexpr (Input == GemvInput::kPlain) {
+    return r.a;
+  } else {
+    float o[kVector];
+    if constexpr (Input == GemvInput::kGated) {
+      const Packed<T, kVector> g{r.a}, u{r.b};
+#pragma unroll
+      for (int e = 0; e < kVector; ++e) o[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+    } else {
+      float x[kVector];
+      if constexpr (Input == GemvInput::kRmsNorm) {
+        const float f[kVector] = {__uint_as_float(r.a.x), __uint_as_float(r.a.y),
+                                  __uint_as_float(r.a.z), __uint_as_float(r.a.w),
+                                  __uint_as_float(r.b.x), __uint_as_float(r.b.y),
+                                  __uint_as_float(r.b.z), __uint_as_float(r.b.w)};
+#pragma unroll
+        for (int e = 0; e < kVector; ++e) x[e] = f[e];
+      } else {
+        const Packed<T, kVector> e8{r.a};
+#pragma unroll
+        for (int e = 0; e < kVector; ++e) x[e] = e8[e];
+      }
+      const Packed<T, kVector> w{norm};
+#pragma unroll
+      for (int e = 0; e < kVector; ++e) o[e] = x[e] * scale * w[e];
+    }
+    Packed<T, kVector> out;
+    T* oe = reinterpret_cast<T*>(&out.bits);
+#pragma unroll
+    for (int e = 0; e < kVector; ++e) oe[e] = Storage<T>::store(o[e]);
+    return out.bits;
+  }
+}
+
+inline constexpr int kNormBatch = 4;  // vectors per lane in flight in rms_scale
+
+// RMSNorm scale of position p's input row (the residual stream, or its
+// embedding row, which the first row block also stores as the residual
+// stream): one warp; lane l sums vectors l, l + 32, ... in order, kNormBatch
+// of them loaded at a time (all in flight before any is used: a d_model 1024
+// row is one round trip), then a CUB warp sum (a fixed order whatever the
+// batch). Valid in lane 0.
+template <class T, GemvInput Input>
+__device__ float rms_scale(const GemvIo& io, int in_features, std::uint32_t p, const T* row,
+                           bool store_embedded, int lane) {
+  using WarpReduce = cub::WarpReduce<float>;
+  __shared__ typename WarpReduce::TempStorage temp[kMmaWarps];
+  const int vectors = in_features / kVector;
+  float sum = 0.0f;
+  for (int v0 = lane; v0 < vectors; v0 += kNormBatch * 32) {
+    Floats8 x[kNormBatch];
+#pragma unroll
+    for (int j = 0; j < kNormBatch; ++j) {
+      const int v = v0 + j * 32;
+      if constexpr (Input == GemvInput::kRmsNorm) {
+        x[j] =
+            v < vectors
+                ? load_floats8(io.hidden + static_cast<std::size_t>(p) * in_features + v * kVector)
+                : Floats8{};
+      } else {
+        const auto e8 = row != nullptr && v < vectors ? load_packed<T, kVector>(row + v * kVector)
+                                                      : zero_packed<T, kVector>();
+#pragma unroll
+        for (int e = 0; e < kVector; ++e) x[j].v[e] = e8[e];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kNormBatch; ++j) {
+      const int v = v0 + j * 32;
+      if (v >= vectors) break;
+      if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
+        if (store_embedded) {
+          store_floats8(io.embedded + static_cast<std::size_t>(p) * in_features + v * kVector,
+                        x[j]);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kVector; ++e) sum += x[j].v[e] * x[j].v[e];
+    }
+  }
+  sum = WarpReduce(temp[threadIdx.x / 32]).Sum(sum);
+  return rsqrtf(sum / in_features + io.rms_epsilon);
 }
 
 // Grid (row blocks, position blocks, split), kMmaWarps * 32 threads, clusters
 // of (1, 1, split) blocks: set at launch time on the graph path, compiled in
 // with __cluster_dims__ for device launches (gemv_split gives the split).
-template <class T, GemvInput Input>
-__device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_features, const T* x,
-                                          DecodeBatch batch, T* y) {
+template <class T, GemvInput Input, GemvOutput Output>
+__device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_features, GemvIo io,
+                                          DecodeBatch batch) {
+  static_assert(kMmaWarps == kMmaPositions, "a warp per position computes the RMSNorm scales");
+  constexpr bool kNormed = normed_input(Input);
   __shared__ float partial[kMmaWarps][kMmaRows * kMmaPositions];
   __shared__ float block_sum[kMmaRows * kMmaPositions];
+  __shared__ float norm_scale[kMmaPositions];
   const cg::cluster_group cluster = cg::this_cluster();
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -104,44 +259,91 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   const int first = static_cast<int>(cluster.block_rank()) * kMmaWarps + warp;
   const int stride = static_cast<int>(cluster.num_blocks()) * kMmaWarps;
   const int row0 = blockIdx.x * kMmaRows;
+  const std::uint32_t p0 = blockIdx.y * kMmaPositions;
   const bool a_ok = row0 + g < out_features;
   const bool b_ok = row0 + g + 8 < out_features;
   const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
   const T* a_row = w + static_cast<std::size_t>(a_ok ? row0 + g : 0) * in_features + 8 * c;
   const T* b_row = w + static_cast<std::size_t>(b_ok ? row0 + g + 8 : 0) * in_features + 8 * c;
-  uint4 wa[kMmaUnroll], wb[kMmaUnroll];
+  const auto k_ok = [&](int kb) { return kb < k_blocks && kb * kMmaK + 8 * c < in_features; };
+  // Weights are constant: the first ones are fetched before the previous
+  // node ends.
+  uint4 wa[kMmaUnroll], wb[kMmaUnroll], wn[kMmaUnroll];
   const auto load_weights = [&](int kb0) {
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
       const int kb = kb0 + j * stride;
-      const bool k_ok = kb < k_blocks && kb * kMmaK + 8 * c < in_features;
-      wa[j] = a_ok && k_ok ? *reinterpret_cast<const uint4*>(a_row + kb * kMmaK) : uint4{};
-      wb[j] = b_ok && k_ok ? *reinterpret_cast<const uint4*>(b_row + kb * kMmaK) : uint4{};
+      wa[j] = a_ok && k_ok(kb) ? *reinterpret_cast<const uint4*>(a_row + kb * kMmaK) : uint4{};
+      wb[j] = b_ok && k_ok(kb) ? *reinterpret_cast<const uint4*>(b_row + kb * kMmaK) : uint4{};
     }
   };
   load_weights(first);
+  // The residual element this thread adds to, when the batch is settled:
+  // the residual stream was last written two or more nodes back (the
+  // decoder's residual GEMVs are never adjacent), so it is final now.
+  const int i = threadIdx.x;
+  const int out_row = row0 + i / kMmaPositions;
+  const std::uint32_t out_n = p0 + i % kMmaPositions;
+  const std::size_t out_at = static_cast<std::size_t>(out_n) * out_features + out_row;
+  const bool out_thread =
+      cluster.block_rank() == 0 && i < kMmaRows * kMmaPositions && out_row < out_features;
+  float residual = 0.0f;
+  if constexpr (Output == GemvOutput::kResidualAdd) {
+    if (batch.settled && out_thread && out_n < *batch.active) residual = io.residual[out_at];
+  }
   const std::uint32_t active = enter_step_node_active(batch);
-  const std::uint32_t p0 = blockIdx.y * kMmaPositions;
   if (p0 >= active) return;  // uniform across the cluster
   const std::uint32_t p = p0 + g;
   const bool p_ok = p < active;
-  float d[4] = {};
-  for (int kb0 = first; kb0 < k_blocks; kb0 += kMmaUnroll * stride) {
-    if (kb0 != first) load_weights(kb0);
-    uint4 xv[kMmaUnroll];
+  // Inputs of the first k-blocks, issued together with the norm's loads.
+  const T* row = nullptr;
+  if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
+    if (p_ok) row = embedding_row<T>(io, in_features, p);
+  }
+  GemvRaw<T, Input> raw[kMmaUnroll];
+  const auto load_inputs = [&](int kb0) {
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
       const int kb = kb0 + j * stride;
-      const int k = kb * kMmaK + 8 * c;
-      xv[j] = p_ok && kb < k_blocks && k < in_features
-                  ? gemv_input<T, Input>(x, in_features, p, k / kVector).bits
-                  : uint4{};
+      raw[j] = p_ok && k_ok(kb) ? gemv_load<T, Input>(io, in_features, p, row, kb * kMmaK + 8 * c)
+                                : GemvRaw<T, Input>{};
+      // The norm weights (L2-resident) come with the inputs, not with the
+      // prefetched weights: registers held across the wait cost occupancy.
+      if constexpr (kNormed) {
+        wn[j] = p_ok && k_ok(kb) ? *reinterpret_cast<const uint4*>(
+                                       static_cast<const T*>(io.norm_weight) + kb * kMmaK + 8 * c)
+                                 : uint4{};
+      }
+    }
+  };
+  load_inputs(first);
+  float scale = 0.0f;
+  if constexpr (kNormed) {
+    const std::uint32_t pw = p0 + warp;
+    if (pw < active) {  // uniform across the warp
+      const T* warp_row = nullptr;
+      if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
+        warp_row = embedding_row<T>(io, in_features, pw);
+      }
+      const bool store = blockIdx.x == 0 && cluster.block_rank() == 0;
+      const float s = rms_scale<T, Input>(io, in_features, pw, warp_row, store, lane);
+      if (lane == 0) norm_scale[warp] = s;
+    }
+    __syncthreads();
+    if (p_ok) scale = norm_scale[g];
+  }
+  float d[4] = {};
+  for (int kb0 = first; kb0 < k_blocks; kb0 += kMmaUnroll * stride) {
+    if (kb0 != first) {
+      load_weights(kb0);
+      load_inputs(kb0);
     }
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
       if (kb0 + j * stride < k_blocks) {  // uniform across the warp
-        mma_16816<T>(d, wa[j].x, wb[j].x, wa[j].y, wb[j].y, xv[j].x, xv[j].y);
-        mma_16816<T>(d, wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv[j].z, xv[j].w);
+        const uint4 x = gemv_operand<T, Input>(raw[j], wn[j], scale);
+        mma_16816<T>(d, wa[j].x, wb[j].x, wa[j].y, wb[j].y, x.x, x.y);
+        mma_16816<T>(d, wa[j].z, wb[j].z, wa[j].w, wb[j].w, x.z, x.w);
       }
     }
   }
@@ -151,7 +353,6 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   partial[warp][(g + 8) * kMmaPositions + 2 * c] = d[2];
   partial[warp][(g + 8) * kMmaPositions + 2 * c + 1] = d[3];
   __syncthreads();
-  const int i = threadIdx.x;
   if (i < kMmaRows * kMmaPositions) {
     float sum = 0.0f;
 #pragma unroll
@@ -159,14 +360,15 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
     block_sum[i] = sum;
   }
   cluster.sync();
-  if (cluster.block_rank() == 0 && i < kMmaRows * kMmaPositions) {
+  if (out_thread && out_n < active) {
     float total = 0.0f;
     for (unsigned r = 0; r < cluster.num_blocks(); ++r)
       total += *cluster.map_shared_rank(&block_sum[i], r);
-    const int row = row0 + i / kMmaPositions;
-    const std::uint32_t n = p0 + i % kMmaPositions;
-    if (row < out_features && n < active) {
-      store(y, static_cast<std::size_t>(n) * out_features + row, total);
+    if constexpr (Output == GemvOutput::kStore) {
+      store(static_cast<T*>(io.y), out_at, total);
+    } else {
+      if (!batch.settled) residual = io.residual[out_at];
+      io.residual[out_at] = residual + Storage<T>::load(Storage<T>::store(total));
     }
   }
   cluster.sync();  // every block's sums stay readable until block 0 is done

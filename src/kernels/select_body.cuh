@@ -67,22 +67,36 @@ __device__ inline void gumbel8(unsigned long long seed, std::uint64_t sequence, 
   }
 }
 
+// What a caller adds to token selection (the decoder model ends its step
+// in the same kernel): prepare(p) runs before the wait for the previous node
+// in the one thread that will store position p's token (to load what is
+// already final), entered() in every thread once the previous node is done,
+// chose(p, token) in the thread that stores position p's token.
+struct NoSelectHooks {
+  __device__ void prepare(std::uint32_t) {}
+  __device__ void entered() const {}
+  __device__ void chose(std::uint32_t, std::int32_t) const {}
+};
+
 // Grid (blocks, capacity), clusters of (blocks, 1, 1): set at launch time on
 // the graph path, compiled in with __cluster_dims__ for device launches
 // (select_blocks gives the count).
-template <class T, bool Sample>
+template <class T, bool Sample, class Hooks = NoSelectHooks>
 __device__ __forceinline__ void select_body(DecoderConfig config, const T* logits,
                                             DecodeBatch batch, SamplingParams params,
                                             const std::uint64_t* sequence_ids,
                                             const std::uint32_t* sequence_steps,
-                                            std::int32_t* tokens) {
+                                            std::int32_t* tokens, Hooks hooks = Hooks{}) {
   using Reduce = cub::BlockReduce<Candidate, kSelectThreads>;
   __shared__ typename Reduce::TempStorage temp;
   __shared__ Candidate block_best;
   const cg::cluster_group cluster = cg::this_cluster();
   const std::uint32_t p = blockIdx.y;
+  if (cluster.block_rank() == 0 && threadIdx.x == 0 && p < batch.capacity) hooks.prepare(p);
+  const std::uint32_t active = enter_step_node_active(batch);
+  hooks.entered();
   // Uniform across the cluster (all its blocks serve p): none waits alone.
-  if (p >= enter_step_node_active(batch)) return;
+  if (p >= active) return;
   const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
   const float inv_temperature = Sample ? 1.0f / params.temperature : 1.0f;
   std::uint64_t sequence = 0;
@@ -126,7 +140,9 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
     for (unsigned r = 1; r < cluster.num_blocks(); ++r) {
       total = better(total, *cluster.map_shared_rank(&block_best, r));
     }
-    tokens[p] = total.index < config.vocab ? total.index : 0;
+    const std::int32_t token = total.index < config.vocab ? total.index : 0;
+    tokens[p] = token;
+    hooks.chose(p, token);
   }
   cluster.sync();  // every block's candidate stays readable until block 0 is done
 }

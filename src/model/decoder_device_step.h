@@ -31,10 +31,9 @@ struct DecoderDeviceStep {
   const void* lm_head = nullptr;
   const DecoderLayerView* layers = nullptr;  // [view.config.layers]
   float* hidden = nullptr;                   // the fp32 residual stream
-  void* normed = nullptr;
+  void* normed = nullptr;                    // RMSNorm output where a GEMV does not fuse it
   void* qkv = nullptr;
   void* attention = nullptr;
-  void* projected = nullptr;
   void* gate_up = nullptr;
   void* logits = nullptr;
   SamplingParams sampling{0.0f, 0};  // temperature <= 0: greedy

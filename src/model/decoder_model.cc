@@ -62,9 +62,10 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
         "their completion is polled)",
         options.max_requests, kMaxRequests));
   }
-  if (options.gemm != DecoderGemm::kCublasLt && options.gemm != DecoderGemm::kBatonGemv) {
+  if (options.gemm != DecoderGemm::kCublasLt && options.gemm != DecoderGemm::kBatonGemv &&
+      options.gemm != DecoderGemm::kAuto) {
     return absl::InvalidArgumentError(
-        "DecoderModelOptions::gemm is not a DecoderGemm value; use kCublasLt or kBatonGemv");
+        "DecoderModelOptions::gemm is not a DecoderGemm value; use kAuto, kCublasLt or kBatonGemv");
   }
   if (!IsPowerOfTwo(options.step_clock_size)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -216,7 +217,7 @@ class DecoderModel::Impl {
     view_.step_end_ns = step_end_ns_.data();
     view_.step_clock_size = options.step_clock_size;
 
-    if (options.gemm == DecoderGemm::kCublasLt) {
+    if (options.gemm != DecoderGemm::kBatonGemv) {
       BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
     }
     return InitDeviceStep();
@@ -238,7 +239,6 @@ class DecoderModel::Impl {
     step.normed = normed_.data();
     step.qkv = qkv_.data();
     step.attention = attention_.data();
-    step.projected = projected_.data();
     step.gate_up = gate_up_.data();
     step.logits = logits_.data();
     step.sampling = options_.sampling;
@@ -306,70 +306,127 @@ class DecoderModel::Impl {
           "create both with the same max_batch",
           ctx.args.max_batch, options_.max_batch));
     }
-    const DecoderConfig& c = options_.config;
     DecodeBatch batch{&ctx.args.header->batch, capacity, ctx.args.slots, positions_.data(),
                       options_.max_batch};
     BucketPlans* plans = nullptr;
-    if (options_.gemm == DecoderGemm::kCublasLt) {
+    if (!UsesGemv(capacity)) {
       BATON_ASSIGN_OR_RETURN(plans, PlansFor(capacity));
     }
-    // y[capacity, out] = x · wᵀ through the chosen GEMM.
-    auto linear = [&](int which, const void* x, const void* w, int out_features, int in_features,
-                      void* y) -> absl::Status {
-      if (plans != nullptr) return plans->linears[which].Enqueue(stream, x, w, nullptr, y);
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueGemv(c.dtype, w, out_features, in_features, x, batch, y, stream));
-      return absl::OkStatus();
-    };
-
     BATON_CUDA_RETURN_IF_ERROR(detail::EnqueueStepBegin(view_, ctx.args, capacity, stream));
-    // Every residual add is fused with the norm that follows it (the next
-    // layer's attention norm, or the final norm), the embedding with the
-    // first norm, RoPE with attention, and on the GEMV path SiLU·mul with
-    // the down projection.
+    if (plans == nullptr) {
+      BATON_RETURN_IF_ERROR(EnqueueGemvLayers(batch, stream));
+    } else {
+      BATON_RETURN_IF_ERROR(EnqueueCublasLtLayers(*plans, batch, stream));
+    }
+    batch.settled = true;  // step_begin is many nodes back (see EnqueueGemvLayers)
+    BATON_CUDA_RETURN_IF_ERROR(detail::EnqueueSelectAndEndStep(view_, ctx.args, logits_.data(),
+                                                               batch, options_.sampling, stream));
+    return absl::OkStatus();
+  }
+
+  // Whether a bucket's projections run Baton's GEMV (else cuBLASLt).
+  bool UsesGemv(std::uint32_t capacity) const {
+    switch (options_.gemm) {
+      case DecoderGemm::kBatonGemv:
+        return true;
+      case DecoderGemm::kAuto:
+        return capacity <= options_.auto_gemv_max_bucket;
+      case DecoderGemm::kCublasLt:
+        break;
+    }
+    return false;
+  }
+
+  // Embedding through the final projection on Baton's GEMV, five kernels per
+  // layer: every RMSNorm is fused into the GEMV that reads it where
+  // GemvFusesRmsNorm allows (the first one with the embedding), and every
+  // residual add into the GEMV that produces its delta. The device step
+  // (src/dynamic_parallelism/dp_decoder_step.cu) launches the same sequence.
+  absl::Status EnqueueGemvLayers(DecodeBatch batch, cudaStream_t stream) {
+    const DecoderConfig& c = options_.config;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const detail::DecoderLayerView& layer = layers_[l];
+      if (l == 0) {
+        // Right after step_begin, which writes the input tokens: not settled.
+        if (GemvFusesRmsNorm(c.qkv_width(), c.d_model)) {
+          BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNormGemv(
+              c, embedding_, in_tokens_.data(), layer.wqkv, c.qkv_width(), layer.attn_norm, batch,
+              hidden_.data(), qkv_.data(), stream));
+        } else {
+          BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNorm(c, embedding_, in_tokens_.data(),
+                                                             layer.attn_norm, batch, hidden_.data(),
+                                                             normed_.data(), stream));
+          BATON_CUDA_RETURN_IF_ERROR(EnqueueGemv(c.dtype, layer.wqkv, c.qkv_width(), c.d_model,
+                                                 normed_.data(), batch, qkv_.data(), stream));
+        }
+        // From here on step_begin (which writes positions) is two or more
+        // nodes back and the scheduler (header, slots) further, and the
+        // residual GEMVs are never adjacent: the batch is settled.
+        batch.settled = true;
+      } else {
+        BATON_RETURN_IF_ERROR(
+            NormedGemv(layer.wqkv, c.qkv_width(), layer.attn_norm, batch, qkv_.data(), stream));
+      }
+      BATON_CUDA_RETURN_IF_ERROR(
+          EnqueueRopeAttention(c, qkv_.data(), layer.cache, batch, attention_.data(), stream));
+      BATON_CUDA_RETURN_IF_ERROR(EnqueueGemvResidualAdd(
+          c, layer.wo, c.attention_width(), attention_.data(), batch, hidden_.data(), stream));
+      BATON_RETURN_IF_ERROR(NormedGemv(layer.w_gate_up, c.gate_up_width(), layer.ffn_norm, batch,
+                                       gate_up_.data(), stream));
+      BATON_CUDA_RETURN_IF_ERROR(EnqueueGatedGemvResidualAdd(
+          c, layer.w_down, c.ffn, gate_up_.data(), batch, hidden_.data(), stream));
+    }
+    return NormedGemv(lm_head_, c.vocab, final_norm_, batch, logits_.data(), stream);
+  }
+
+  // y = W · RMSNorm(hidden) * norm: fused where GemvFusesRmsNorm says so,
+  // else the norm's row kernel, then the GEMV.
+  absl::Status NormedGemv(const void* w, int out_features, const void* norm, DecodeBatch batch,
+                          void* y, cudaStream_t stream) {
+    const DecoderConfig& c = options_.config;
+    if (GemvFusesRmsNorm(out_features, c.d_model)) {
+      BATON_CUDA_RETURN_IF_ERROR(
+          EnqueueRmsNormGemv(c, w, out_features, hidden_.data(), norm, batch, y, stream));
+    } else {
+      BATON_CUDA_RETURN_IF_ERROR(
+          EnqueueRmsNorm(c, hidden_.data(), norm, batch, normed_.data(), stream));
+      BATON_CUDA_RETURN_IF_ERROR(
+          EnqueueGemv(c.dtype, w, out_features, c.d_model, normed_.data(), batch, y, stream));
+    }
+    return absl::OkStatus();
+  }
+
+  // Embedding through the final projection on cuBLASLt plans (no prologue
+  // or residual epilogue there): every residual add is fused with the norm
+  // that follows it (the next layer's attention norm, or the final norm), the
+  // embedding with the first norm, RoPE with attention.
+  absl::Status EnqueueCublasLtLayers(BucketPlans& plans, DecodeBatch batch, cudaStream_t stream) {
+    const DecoderConfig& c = options_.config;
+    // y[capacity, out] = x · wᵀ.
+    auto linear = [&](int which, const void* x, const void* w, void* y) {
+      return plans.linears[which].Enqueue(stream, x, w, nullptr, y);
+    };
     BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNorm(c, embedding_, in_tokens_.data(),
                                                        layers_.front().attn_norm, batch,
                                                        hidden_.data(), normed_.data(), stream));
-    // From here on step_begin (which writes positions) is two or more nodes
-    // back and the scheduler (header, slots) further: the batch is settled.
-    batch.settled = true;
+    batch.settled = true;  // as in EnqueueGemvLayers
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const detail::DecoderLayerView& layer = layers_[l];
-      BATON_RETURN_IF_ERROR(
-          linear(0, normed_.data(), layer.wqkv, c.qkv_width(), c.d_model, qkv_.data()));
+      BATON_RETURN_IF_ERROR(linear(0, normed_.data(), layer.wqkv, qkv_.data()));
       BATON_CUDA_RETURN_IF_ERROR(
           EnqueueRopeAttention(c, qkv_.data(), layer.cache, batch, attention_.data(), stream));
-      BATON_RETURN_IF_ERROR(linear(1, attention_.data(), layer.wo, c.d_model, c.attention_width(),
-                                   projected_.data()));
+      BATON_RETURN_IF_ERROR(linear(1, attention_.data(), layer.wo, projected_.data()));
       BATON_CUDA_RETURN_IF_ERROR(EnqueueResidualAddRmsNorm(
           c, hidden_.data(), projected_.data(), layer.ffn_norm, batch, normed_.data(), stream));
-      BATON_RETURN_IF_ERROR(linear(2, normed_.data(), layer.w_gate_up, c.gate_up_width(), c.d_model,
-                                   gate_up_.data()));
-      if (plans != nullptr) {
-        BATON_CUDA_RETURN_IF_ERROR(
-            EnqueueSiluMul(c, gate_up_.data(), batch, ffn_act_.data(), stream));
-        BATON_RETURN_IF_ERROR(
-            linear(3, ffn_act_.data(), layer.w_down, c.d_model, c.ffn, projected_.data()));
-      } else {
-        BATON_CUDA_RETURN_IF_ERROR(EnqueueGatedGemv(c.dtype, layer.w_down, c.d_model, c.ffn,
-                                                    gate_up_.data(), batch, projected_.data(),
-                                                    stream));
-      }
+      BATON_RETURN_IF_ERROR(linear(2, normed_.data(), layer.w_gate_up, gate_up_.data()));
+      BATON_CUDA_RETURN_IF_ERROR(
+          EnqueueSiluMul(c, gate_up_.data(), batch, ffn_act_.data(), stream));
+      BATON_RETURN_IF_ERROR(linear(3, ffn_act_.data(), layer.w_down, projected_.data()));
       const void* next_norm = l + 1 < layers_.size() ? layers_[l + 1].attn_norm : final_norm_;
       BATON_CUDA_RETURN_IF_ERROR(EnqueueResidualAddRmsNorm(
           c, hidden_.data(), projected_.data(), next_norm, batch, normed_.data(), stream));
     }
-    BATON_RETURN_IF_ERROR(linear(4, normed_.data(), lm_head_, c.vocab, c.d_model, logits_.data()));
-    if (options_.sampling.temperature > 0.0f) {
-      BATON_CUDA_RETURN_IF_ERROR(EnqueueSample(c, logits_.data(), batch, options_.sampling,
-                                               sequence_ids_.data(), sequence_steps_.data(),
-                                               out_tokens_.data(), stream));
-    } else {
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueArgmax(c, logits_.data(), batch, out_tokens_.data(), stream));
-    }
-    BATON_CUDA_RETURN_IF_ERROR(detail::EnqueueStepEnd(view_, ctx.args, capacity, stream));
-    return absl::OkStatus();
+    return linear(4, normed_.data(), lm_head_, logits_.data());
   }
 
   absl::StatusOr<std::vector<std::int32_t>> ReadGenerated(std::uint32_t entry,

@@ -1,8 +1,8 @@
 // The device state of the decoder model's step and the two kernels that frame
 // it: step_begin turns the scheduler's batch (StepArgs) into the model's
-// inputs, step_end turns the sampled tokens back into sequence text and
-// finish_item calls. Between them run the layer kernels (baton/decode_kernels.h)
-// and the projections. Abseil-free: .cu files include it.
+// inputs, the token selection kernel ends the step by turning the chosen
+// tokens back into sequence text and finish_item calls. Between them run the layer kernels
+// (baton/decode_kernels.h) and the projections. Abseil-free: .cu files include it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -31,7 +31,8 @@ struct DecoderStepView {
   std::uint32_t* request_of = nullptr;      // [max_batch] entry, or kNoRequest when refused
   // Per slot: this token's index in its sequence (= KV entries before it).
   std::int32_t* positions = nullptr;  // [max_batch]
-  // Step clock: globaltimer at the end of step s lands in step_end_ns[s % step_clock_size].
+  // Step clock: globaltimer when step s's token selection starts (its logits
+  // are final) lands in step_end_ns[s % step_clock_size].
   unsigned long long* step_end_ns = nullptr;
   std::uint32_t step_clock_size = 0;  // power of two
 };
@@ -46,10 +47,14 @@ inline constexpr std::uint32_t kNoRequest = 0xffffffffu;
 [[nodiscard]] cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
                                            std::uint32_t capacity, cudaStream_t stream);
 
-// step_end: for every live position whose step produced a new token (the last
-// prompt token and after), appends the token to the sequence and finishes the
-// item on the stop token or at max_new_tokens (value: tokens generated).
-[[nodiscard]] cudaError_t EnqueueStepEnd(const DecoderStepView& view, const StepArgs& args,
-                                         std::uint32_t capacity, cudaStream_t stream);
+// Token selection (EnqueueArgmax, or EnqueueSample when sampling.temperature
+// > 0, into view.out_tokens) with the step's end in the same kernel: for
+// every live position whose step produced a new token (the last prompt token
+// and after), appends the token to the sequence and finishes the item on the
+// stop token or at max_new_tokens (value: tokens generated); stamps the step
+// clock. `batch` is the step's (active = &header->batch).
+[[nodiscard]] cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs& args,
+                                                  const void* logits, DecodeBatch batch,
+                                                  SamplingParams sampling, cudaStream_t stream);
 
 }  // namespace baton::detail

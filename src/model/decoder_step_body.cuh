@@ -1,5 +1,6 @@
 // The bodies of the two kernels that frame the decoder model's step
-// (decoder_step.h), shared by the graph path (decoder_step_kernels.cu) and the
+// (decoder_step.h): step_begin, and the step's end as hooks of the token
+// selection kernel. Shared by the graph path (decoder_step_kernels.cu) and the
 // dynamic-parallelism step (src/dynamic_parallelism/dp_decoder_step.cu).
 // Internal; Abseil-free.
 #pragma once
@@ -62,29 +63,63 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
   v.sequence_steps[p] = step + 1 >= info.prompt_tokens ? step + 1 - info.prompt_tokens : 0;
 }
 
-__device__ __forceinline__ void step_end_body(DecoderStepView v, StepArgs args,
-                                              std::uint32_t capacity) {
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  wait_for_previous_nodes();
-  allow_next_node();
-  if (p == 0 && v.step_end_ns != nullptr) {
+// The step clock: the global timer of step header->step, once per step.
+__device__ inline void stamp_step(const DecoderStepView& v, const StepArgs& args) {
+  if (v.step_end_ns != nullptr) {
     v.step_end_ns[args.header->step & (v.step_clock_size - 1)] = cuda::ptx::get_sreg_globaltimer();
   }
-  if (p >= capacity || p >= args.header->batch) return;
-  const std::uint32_t entry = v.request_of[p];
-  if (entry == kNoRequest) {
+}
+
+// What the end of position p's step needs besides its token, all final
+// before the step's last node begins (the request table is host-written, the
+// entry and step come from step_begin and the scheduler): loaded before that
+// node's wait, off the critical path.
+struct PositionEnd {
+  std::uint32_t entry = kNoRequest;
+  DecodeRequestInfo info{};
+  std::uint32_t step = 0;
+};
+
+__device__ inline PositionEnd load_position_end(const DecoderStepView& v, const StepArgs& args,
+                                                std::uint32_t p) {
+  PositionEnd e;
+  e.entry = v.request_of[p];
+  e.step = args.item_steps[p];
+  if (e.entry < v.max_requests) e.info = v.requests[e.entry];
+  return e;
+}
+
+// Position p's end of step, given the token the step chose for it: appends
+// the token to the sequence and finishes the item on its stop token or limit
+// (a refused item finishes with kRefusedRequest).
+__device__ inline void end_position(const DecoderStepView& v, const StepArgs& args, std::uint32_t p,
+                                    const PositionEnd& e, std::int32_t token) {
+  if (e.entry == kNoRequest) {
     finish_item(args, p, kRefusedRequest);
     return;
   }
-  const DecodeRequestInfo info = v.requests[entry];
-  const std::uint32_t step = args.item_steps[p];
-  if (step + 1 < info.prompt_tokens) return;  // still reading the prompt
-  const std::uint32_t generated = step + 2 - info.prompt_tokens;
-  const std::int32_t token = v.out_tokens[p];
-  v.sequences[sequence_index(v, entry, step + 1)] = token;
-  if (token == info.stop_token || generated >= info.max_new_tokens) {
+  if (e.step + 1 < e.info.prompt_tokens) return;  // still reading the prompt
+  const std::uint32_t generated = e.step + 2 - e.info.prompt_tokens;
+  v.sequences[sequence_index(v, e.entry, e.step + 1)] = token;
+  if (token == e.info.stop_token || generated >= e.info.max_new_tokens) {
     finish_item(args, p, generated);
   }
 }
+
+// The step ends inside the token selection kernel (select_body's hooks):
+// the stamp when the selection starts (the logits are final), each
+// position's end as soon as its token is chosen. One node fewer per step.
+struct StepEndHooks {
+  DecoderStepView v;
+  StepArgs args;
+  PositionEnd end{};
+  __device__ void prepare(std::uint32_t p) { end = load_position_end(v, args, p); }
+  __device__ void entered() const {
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) stamp_step(v, args);
+  }
+  __device__ void chose(std::uint32_t p, std::int32_t token) const {
+    end_position(v, args, p, end, token);
+  }
+};
 
 }  // namespace baton::detail

@@ -40,8 +40,9 @@ struct DecodeBatch {
   std::uint32_t max_slots = 0;              // slots >= max_slots are skipped (never indexed)
   // True when *active, slots and positions were all written before the node
   // in front of the kernel began (by the scheduler and a step-begin node two
-  // or more nodes back). Every decode kernel waits for its predecessor before
-  // it lets the next one launch, so such data is final when a kernel starts,
+  // or more nodes back), and so were the residual stream a residual-add GEMV
+  // adds to and the KV-cache rows before each sequence's position. Every decode kernel waits for
+  // its predecessor before it lets the next one launch, so such data is final when a kernel starts,
   // and it is read before the wait, off the step's critical path. Leave false
   // (the default) when the kernel just before may write them.
   bool settled = false;
@@ -156,5 +157,57 @@ struct SamplingParams {
 [[nodiscard]] cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features,
                                            int in_features, const void* gate_up, DecodeBatch batch,
                                            void* y, cudaStream_t stream);
+
+// The GEMV with the row kernels around it fused in: each removes one kernel,
+// a whole dependent node, from the step (the decoder model's GEMV path runs
+// five kernels per layer instead of seven, and no embedding kernel). Batch
+// invariant like EnqueueGemv. With DecodeBatch::settled, the residual-add
+// GEMVs also read the residual stream before the wait: it must then have
+// been written two or more nodes back (never by the kernel just before).
+//
+// EnqueueRmsNorm fused into EnqueueGemv's input: y[p] = W · n[p] with n[p] =
+// hidden[p] * s[p] * norm_weight rounded to the dtype, s[p] = 1 / sqrt(mean(
+// hidden[p]^2) + rms_epsilon), W [out_features, d_model]. Each block
+// recomputes s for its positions (a warp per position), summing the squares
+// in another order than EnqueueRmsNorm: n may differ from its output in the
+// last bit of the dtype (not bit-identical). hidden (fp32) and norm_weight
+// 16-byte aligned.
+// Whether the decoder model fuses the RMSNorm into a GEMV of this shape
+// ([out_features, in_features]): the fused kernel holds more registers (two
+// blocks per SM instead of three), so it is used where one tile of positions
+// fits in one wave (every projection of a d_model 256 model; not a 32k
+// vocabulary's logits). A function of the shape alone.
+[[nodiscard]] bool GemvFusesRmsNorm(int out_features, int in_features);
+
+[[nodiscard]] cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w,
+                                             int out_features, const float* hidden,
+                                             const void* norm_weight, DecodeBatch batch, void* y,
+                                             cudaStream_t stream);
+
+// EnqueueEmbedding fused into EnqueueRmsNormGemv (the step's first
+// projection): hidden[p] = embedding[tokens[p]] (fp32, a zero row for a token
+// outside [0, vocab)), written by the kernel, and y[p] = W · n[p] from it;
+// hidden and y bit-identical to EnqueueEmbedding then EnqueueRmsNormGemv.
+[[nodiscard]] cudaError_t EnqueueEmbeddingRmsNormGemv(const DecoderConfig& config,
+                                                      const void* embedding,
+                                                      const std::int32_t* tokens, const void* w,
+                                                      int out_features, const void* norm_weight,
+                                                      DecodeBatch batch, float* hidden, void* y,
+                                                      cudaStream_t stream);
+
+// EnqueueGemv then EnqueueResidualAdd as one kernel: hidden[p] += W · x[p]
+// rounded to the dtype, bit-identical to the two kernels. W [d_model,
+// in_features].
+[[nodiscard]] cudaError_t EnqueueGemvResidualAdd(const DecoderConfig& config, const void* w,
+                                                 int in_features, const void* x, DecodeBatch batch,
+                                                 float* hidden, cudaStream_t stream);
+
+// EnqueueGatedGemv then EnqueueResidualAdd as one kernel (the FFN's down
+// projection and residual), bit-identical to the two kernels. W [d_model,
+// in_features], gate_up [capacity, 2 * in_features].
+[[nodiscard]] cudaError_t EnqueueGatedGemvResidualAdd(const DecoderConfig& config, const void* w,
+                                                      int in_features, const void* gate_up,
+                                                      DecodeBatch batch, float* hidden,
+                                                      cudaStream_t stream);
 
 }  // namespace baton

@@ -45,4 +45,26 @@ template <typename... Params, typename... Args>
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
+// launch_step_kernel plus clusters of `cluster` blocks (thread block
+// clusters set at launch time; the kernel has no compile-time cluster size).
+template <typename... Params, typename... Args>
+[[nodiscard]] cudaError_t launch_clustered_step_kernel(void (*kernel)(Params...), dim3 grid,
+                                                       dim3 block, dim3 cluster,
+                                                       cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attributes[2] = {};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim.x = cluster.x;
+  attributes[1].val.clusterDim.y = cluster.y;
+  attributes[1].val.clusterDim.z = cluster.z;
+  cudaLaunchConfig_t launch{};
+  launch.gridDim = grid;
+  launch.blockDim = block;
+  launch.stream = stream;
+  launch.attrs = attributes;
+  launch.numAttrs = 2;
+  return cudaLaunchKernelEx(&launch, kernel, std::forward<Args>(args)...);
+}
+
 }  // namespace baton

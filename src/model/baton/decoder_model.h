@@ -16,15 +16,16 @@
 // batching on the device). Tokens depend only on the weights, the prompt and
 // (when sampling) (seed, sequence_id, token index): not on batch position,
 // bucket or engine when the GEMMs are batch-invariant (DecoderGemm::kBatonGemv;
-// with cuBLASLt, different bucket sizes may pick different algorithms).
+// with cuBLASLt, different bucket sizes may pick different algorithms, and
+// the default kAuto switches GEMM above auto_gemv_max_bucket).
 //
 // The step program also carries the model's device step
 // (DeviceStepKind::kDecoder) for Engine::kDynamicParallelism: the same kernel
 // bodies launched from the device, grids sized for the actual batch, so that
 // engine serves batches above every bucket. Its projections are always
 // Baton's GEMV: with kBatonGemv its tokens are bit-identical to the graph
-// engines' and the host loop's; with kCublasLt they match a kBatonGemv
-// model's (same weights), not this model's graph engines.
+// engines' and the host loop's; with kCublasLt (or kAuto and buckets above
+// auto_gemv_max_bucket) they match a kBatonGemv model's (same weights).
 //
 // Thread safety: one host thread at a time; the model serves one runtime (or
 // host loop) at a time, since every step writes its activations and KV cache.
@@ -50,10 +51,17 @@ namespace baton {
 
 // How the projections (QKV, attention output, FFN, logits) are computed.
 enum class DecoderGemm : std::uint32_t {
-  kCublasLt = 0,   // cuBLASLt plans per bucket size, explicit workspace (fastest; graph
-                   // engines only: the dynamic-parallelism step runs the GEMV)
+  kCublasLt = 0,   // cuBLASLt plans per bucket size, explicit workspace (fastest for large
+                   // buckets; graph engines only: the dynamic-parallelism step runs the GEMV)
   kBatonGemv = 1,  // Baton's own GEMV: every row computed alike at any batch size, so
-                   // tokens are bit-identical across buckets, engines and host loops
+                   // tokens are bit-identical across buckets, engines and host loops;
+                   // RMSNorms and residual adds fused in (five kernels per layer)
+  kAuto = 2,       // (default) kBatonGemv for buckets up to
+                   // DecoderModelOptions::auto_gemv_max_bucket, where the step is latency-bound
+                   // and the fused GEMV path runs fewer, shorter kernels (one tile of 8
+                   // positions reads the weights once); kCublasLt above, where the GEMV would
+                   // re-read the weights per tile. A sequence's tokens then depend on the
+                   // buckets it ran in, as with kCublasLt.
 };
 
 struct DecodeRequest {
@@ -70,7 +78,8 @@ struct DecoderModelOptions {
   // at least it on the dynamic-parallelism engine.
   std::uint32_t max_batch = 32;
   std::uint32_t max_requests = 1024;  // request-table entries
-  DecoderGemm gemm = DecoderGemm::kCublasLt;
+  DecoderGemm gemm = DecoderGemm::kAuto;
+  std::uint32_t auto_gemv_max_bucket = 8;   // DecoderGemm::kAuto: largest bucket on the GEMV
   SamplingParams sampling{0.0f, 0};         // temperature <= 0: greedy
   std::uint32_t step_clock_size = 1 << 16;  // power of two: step end stamps kept
 };
@@ -120,7 +129,8 @@ class DecoderModel {
   // The logits row the last step computed at batch position `position`.
   [[nodiscard]] absl::StatusOr<std::vector<float>> ReadLogits(std::uint32_t position) const;
 
-  // Global-timer stamps (ns) of the ends of steps [first, first + count);
+  // Global-timer stamps (ns) of steps [first, first + count), taken as each
+  // step's last node (token selection, which also ends the step) starts;
   // count <= step_clock_size and the steps must be the last ones run.
   [[nodiscard]] absl::StatusOr<std::vector<std::uint64_t>> ReadStepEnds(std::uint64_t first,
                                                                         std::uint32_t count) const;
