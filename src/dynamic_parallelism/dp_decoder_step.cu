@@ -106,20 +106,22 @@ class DecoderStepLauncher {
       const DecoderLayerView layer = s_.layers[l];
       if (l == 0 && gemv_fuses_norm(c.qkv_width(), c.d_model)) {
         gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
-            layer.wqkv, c.qkv_width(), c.d_model, embedded_input(layer.attn_norm, s_.qkv));
+            layer.wqkv, c.qkv_width(), c.d_model,
+            GemvIo::embedding_rms_norm(c, s_.embedding, s_.view.in_tokens, s_.hidden,
+                                       layer.attn_norm, s_.qkv));
       } else if (l == 0) {
         row_norm<RowSource::kEmbedding>(s_.embedding, s_.view.in_tokens, layer.attn_norm);
         gemv<GemvInput::kPlain, GemvOutput::kStore>(layer.wqkv, c.qkv_width(), c.d_model,
-                                                    plain_io(s_.normed, s_.qkv));
+                                                    GemvIo::plain(s_.normed, s_.qkv));
       } else {
         normed_gemv(layer.wqkv, c.qkv_width(), layer.attn_norm, s_.qkv);
       }
       rope_attention(layer.cache);
-      gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(layer.wo, c.d_model, c.attention_width(),
-                                                        residual_output(s_.attention));
+      gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(
+          layer.wo, c.d_model, c.attention_width(), GemvIo::residual_add(s_.attention, s_.hidden));
       normed_gemv(layer.w_gate_up, c.gate_up_width(), layer.ffn_norm, s_.gate_up);
-      gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(layer.w_down, c.d_model, c.ffn,
-                                                        residual_output(s_.gate_up));
+      gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(
+          layer.w_down, c.d_model, c.ffn, GemvIo::residual_add(s_.gate_up, s_.hidden));
     }
     normed_gemv(s_.lm_head, c.vocab, s_.final_norm, s_.logits);
     if (s_.sampling.temperature > 0.0f) {
@@ -141,40 +143,17 @@ class DecoderStepLauncher {
     return true;
   }
 
-  // The first projection's input: the embedding rows of the step's input
-  // tokens (which the GEMV also stores as the residual stream), normalized.
-  __device__ GemvIo embedded_input(const void* norm, void* y) const {
-    GemvIo io;
-    io.embedding = s_.embedding;
-    io.tokens = s_.view.in_tokens;
-    io.embedded = s_.hidden;
-    io.vocab = s_.view.config.vocab;
-    io.norm_weight = norm;
-    io.rms_epsilon = s_.view.config.rms_epsilon;
-    io.y = y;
-    return io;
-  }
-
-  // A GEMV input RMSNorm(hidden) * norm, its output stored to y.
-  __device__ GemvIo normed_input(const void* norm, void* y) const {
-    GemvIo io;
-    io.hidden = s_.hidden;
-    io.norm_weight = norm;
-    io.rms_epsilon = s_.view.config.rms_epsilon;
-    io.y = y;
-    return io;
-  }
-
   // y = W · RMSNorm(hidden) * norm, fused where gemv_fuses_norm says so (as
   // DecoderModel::NormedGemv decides on the graph path).
   __device__ void normed_gemv(const void* w, int out_features, const void* norm, void* y) {
     const int d_model = s_.view.config.d_model;
     if (gemv_fuses_norm(out_features, d_model)) {
-      gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(w, out_features, d_model,
-                                                    normed_input(norm, y));
+      gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(
+          w, out_features, d_model, GemvIo::rms_norm(s_.view.config, s_.hidden, norm, y));
     } else {
       row_norm<RowSource::kHidden>(nullptr, nullptr, norm);
-      gemv<GemvInput::kPlain, GemvOutput::kStore>(w, out_features, d_model, plain_io(s_.normed, y));
+      gemv<GemvInput::kPlain, GemvOutput::kStore>(w, out_features, d_model,
+                                                  GemvIo::plain(s_.normed, y));
     }
   }
 
@@ -191,21 +170,6 @@ class DecoderStepLauncher {
     dp_row_norm_kernel<T, Source>
         <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(s_.view.config, a, db_);
     launched();
-  }
-
-  __device__ static GemvIo plain_io(const void* x, void* y) {
-    GemvIo io;
-    io.x = x;
-    io.y = y;
-    return io;
-  }
-
-  // A GEMV input x, its output added to hidden (the residual connection).
-  __device__ GemvIo residual_output(const void* x) const {
-    GemvIo io;
-    io.x = x;
-    io.residual = s_.hidden;
-    return io;
   }
 
   __device__ void rope_attention(const KvCacheLayer& cache) {

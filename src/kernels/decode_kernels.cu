@@ -216,20 +216,6 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
   });
 }
 
-GemvIo gemv_io(const void* x, void* y) {
-  GemvIo io;
-  io.x = x;
-  io.y = y;
-  return io;
-}
-
-GemvIo gemv_io_residual(const void* x, float* hidden) {
-  GemvIo io;
-  io.x = x;
-  io.residual = hidden;
-  return io;
-}
-
 }  // namespace
 
 cudaError_t EnqueueEmbedding(const DecoderConfig& config, const void* embedding,
@@ -353,13 +339,13 @@ cudaError_t EnqueueSample(const DecoderConfig& config, const void* logits, Decod
 cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features, int in_features,
                         const void* x, DecodeBatch batch, void* y, cudaStream_t stream) {
   return launch_gemv<GemvInput::kPlain, GemvOutput::kStore>(dtype, w, out_features, in_features,
-                                                            gemv_io(x, y), batch, stream);
+                                                            GemvIo::plain(x, y), batch, stream);
 }
 
 cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features, int in_features,
                              const void* gate_up, DecodeBatch batch, void* y, cudaStream_t stream) {
-  return launch_gemv<GemvInput::kGated, GemvOutput::kStore>(dtype, w, out_features, in_features,
-                                                            gemv_io(gate_up, y), batch, stream);
+  return launch_gemv<GemvInput::kGated, GemvOutput::kStore>(
+      dtype, w, out_features, in_features, GemvIo::plain(gate_up, y), batch, stream);
 }
 
 bool GemvFusesRmsNorm(int out_features, int in_features) {
@@ -370,13 +356,9 @@ cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w, int o
                                const float* hidden, const void* norm_weight, DecodeBatch batch,
                                void* y, cudaStream_t stream) {
   if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
-  GemvIo io;
-  io.hidden = hidden;
-  io.norm_weight = norm_weight;
-  io.rms_epsilon = config.rms_epsilon;
-  io.y = y;
-  return launch_gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(config.dtype, w, out_features,
-                                                              config.d_model, io, batch, stream);
+  return launch_gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(
+      config.dtype, w, out_features, config.d_model,
+      GemvIo::rms_norm(config, hidden, norm_weight, y), batch, stream);
 }
 
 cudaError_t EnqueueEmbeddingRmsNormGemv(const DecoderConfig& config, const void* embedding,
@@ -384,16 +366,9 @@ cudaError_t EnqueueEmbeddingRmsNormGemv(const DecoderConfig& config, const void*
                                         const void* norm_weight, DecodeBatch batch, float* hidden,
                                         void* y, cudaStream_t stream) {
   if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
-  GemvIo io;
-  io.embedding = embedding;
-  io.tokens = tokens;
-  io.embedded = hidden;
-  io.vocab = config.vocab;
-  io.norm_weight = norm_weight;
-  io.rms_epsilon = config.rms_epsilon;
-  io.y = y;
   return launch_gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
-      config.dtype, w, out_features, config.d_model, io, batch, stream);
+      config.dtype, w, out_features, config.d_model,
+      GemvIo::embedding_rms_norm(config, embedding, tokens, hidden, norm_weight, y), batch, stream);
 }
 
 cudaError_t EnqueueGemvResidualAdd(const DecoderConfig& config, const void* w, int in_features,
@@ -401,7 +376,7 @@ cudaError_t EnqueueGemvResidualAdd(const DecoderConfig& config, const void* w, i
                                    cudaStream_t stream) {
   if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
   return launch_gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(
-      config.dtype, w, config.d_model, in_features, gemv_io_residual(x, hidden), batch, stream);
+      config.dtype, w, config.d_model, in_features, GemvIo::residual_add(x, hidden), batch, stream);
 }
 
 cudaError_t EnqueueGatedGemvResidualAdd(const DecoderConfig& config, const void* w, int in_features,
@@ -409,7 +384,7 @@ cudaError_t EnqueueGatedGemvResidualAdd(const DecoderConfig& config, const void*
                                         cudaStream_t stream) {
   if (!shape_ok(config, batch)) return cudaErrorInvalidValue;
   return launch_gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(
-      config.dtype, w, config.d_model, in_features, gemv_io_residual(gate_up, hidden), batch,
+      config.dtype, w, config.d_model, in_features, GemvIo::residual_add(gate_up, hidden), batch,
       stream);
 }
 

@@ -55,6 +55,41 @@ struct GemvIo {
   float rms_epsilon = 0.0f;              // k*RmsNorm
   void* y = nullptr;                     // kStore: [capacity, out]
   float* residual = nullptr;             // kResidualAdd: [capacity, out] (fp32), += y
+
+  // The four shapes the decoder step uses, for the graph path's launchers
+  // and the dynamic-parallelism step alike.
+  BATON_HOST_DEVICE static GemvIo plain(const void* x, void* y) {
+    GemvIo io;
+    io.x = x;
+    io.y = y;
+    return io;
+  }
+  BATON_HOST_DEVICE static GemvIo residual_add(const void* x, float* hidden) {
+    GemvIo io;
+    io.x = x;
+    io.residual = hidden;
+    return io;
+  }
+  BATON_HOST_DEVICE static GemvIo rms_norm(const DecoderConfig& config, const float* hidden,
+                                           const void* norm_weight, void* y) {
+    GemvIo io;
+    io.hidden = hidden;
+    io.norm_weight = norm_weight;
+    io.rms_epsilon = config.rms_epsilon;
+    io.y = y;
+    return io;
+  }
+  BATON_HOST_DEVICE static GemvIo embedding_rms_norm(const DecoderConfig& config,
+                                                     const void* embedding,
+                                                     const std::int32_t* tokens, float* hidden,
+                                                     const void* norm_weight, void* y) {
+    GemvIo io = rms_norm(config, nullptr, norm_weight, y);
+    io.embedding = embedding;
+    io.tokens = tokens;
+    io.embedded = hidden;
+    io.vocab = config.vocab;
+    return io;
+  }
 };
 
 inline constexpr bool normed_input(GemvInput input) {
@@ -114,7 +149,6 @@ __device__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, 
 // elementwise work that turns it into the mma's operand (gemv_operand): the
 // loads are issued first, all together, and for the normed inputs the same
 // round of loads also feeds the norm's sum of squares.
-template <class T, GemvInput Input>
 struct GemvRaw {
   uint4 a{}, b{};  // x | gate, up | hidden[0..3], hidden[4..7] | embedding row
 };
@@ -129,9 +163,9 @@ __device__ const T* embedding_row(const GemvIo& io, int in_features, std::uint32
 }
 
 template <class T, GemvInput Input>
-__device__ GemvRaw<T, Input> gemv_load(const GemvIo& io, int in_features, std::uint32_t p,
-                                       const T* row, int k) {
-  GemvRaw<T, Input> r;
+__device__ GemvRaw gemv_load(const GemvIo& io, int in_features, std::uint32_t p, const T* row,
+                             int k) {
+  GemvRaw r;
   if constexpr (Input == GemvInput::kPlain) {
     r.a = *reinterpret_cast<const uint4*>(static_cast<const T*>(io.x) +
                                           static_cast<std::size_t>(p) * in_features + k);
@@ -154,7 +188,7 @@ __device__ GemvRaw<T, Input> gemv_load(const GemvIo& io, int in_features, std::u
 // the storage type (what EnqueueSiluMul writes), or x * scale * norm rounded
 // (what the RMSNorm row kernel writes for the same scale).
 template <class T, GemvInput Input>
-__device__ uint4 gemv_operand(const GemvRaw<T, Input>& r, const uint4& norm, float scale) {
+__device__ uint4 gemv_operand(const GemvRaw& r, const uint4& norm, float scale) {
   if constexpr (Input == GemvInput::kPlain) {
     return r.a;
   } else {
@@ -300,13 +334,13 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
     if (p_ok) row = embedding_row<T>(io, in_features, p);
   }
-  GemvRaw<T, Input> raw[kMmaUnroll];
+  GemvRaw raw[kMmaUnroll];
   const auto load_inputs = [&](int kb0) {
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
       const int kb = kb0 + j * stride;
       raw[j] = p_ok && k_ok(kb) ? gemv_load<T, Input>(io, in_features, p, row, kb * kMmaK + 8 * c)
-                                : GemvRaw<T, Input>{};
+                                : GemvRaw{};
       // The norm weights (L2-resident) come with the inputs, not with the
       // prefetched weights: registers held across the wait cost occupancy.
       if constexpr (kNormed) {
