@@ -618,7 +618,7 @@ TEST_F(DecodeKernelsTest, GemvResidualAddEqualsGemvThenResidualAdd) {
     std::normal_distribution<float> normal(0.0f, 2.0f);
     std::vector<float> hidden(std::size_t{capacity} * d);
     for (auto& v : hidden) v = normal(Rng());
-    const auto w = RandomHalf(std::size_t{d} * ffn, dtype, 1.0 / std::sqrt(ffn * 1.0));
+    const auto w = RandomHalf(static_cast<std::size_t>(d) * ffn, dtype, 1.0 / std::sqrt(ffn * 1.0));
     const auto x = RandomHalf(std::size_t{capacity} * ffn, dtype, 1.0);
     const auto gate_up = RandomHalf(std::size_t{capacity} * 2 * ffn, dtype, 2.0);
     TestBatch batch = MakeBatch(capacity, active, 16);
@@ -662,6 +662,51 @@ TEST_F(DecodeKernelsTest, GemvResidualAddEqualsGemvThenResidualAdd) {
       EXPECT_GT(changed, active * static_cast<std::size_t>(d) / 2) << "the delta was not added";
     }
   }
+}
+
+// DecodeBatch::launch_next_early lets the next kernel launch before the
+// current one's wait; it must not let any kernel read its predecessor's
+// output early. A chain where each kernel reads the one before (normed GEMV
+// -> residual-add GEMV of it -> normed GEMV of the new residual stream,
+// six times over, every kernel launching its successor early) gives the
+// same bits as the chain without the flag.
+TEST_F(DecodeKernelsTest, LaunchNextEarlyKeepsEveryKernelAfterItsPredecessor) {
+  DecoderConfig config;
+  config.d_model = 256;
+  const int d = config.d_model, ffn = 768;
+  const std::uint32_t capacity = 3, active = 3;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> hidden(std::size_t{capacity} * d);
+  for (auto& v : hidden) v = normal(Rng());
+  const auto norm = RandomHalf(d, config.dtype, 1.0);
+  const auto w_up = RandomHalf(static_cast<std::size_t>(ffn) * d, config.dtype, 0.1);
+  const auto w_down = RandomHalf(static_cast<std::size_t>(d) * ffn, config.dtype, 0.05);
+  auto d_norm = Upload(norm);
+  auto d_up = Upload(w_up);
+  auto d_down = Upload(w_down);
+  TestBatch batch = MakeBatch(capacity, active, 4);
+  std::vector<std::vector<float>> results;
+  for (bool early : {false, true}) {
+    DecodeBatch view = batch.view;
+    view.launch_next_early = early;
+    auto d_hidden = Upload(hidden);
+    auto d_y = Poisoned<std::uint16_t>(std::size_t{capacity} * ffn);
+    for (int round = 0; round < 6; ++round) {
+      ASSERT_EQ(EnqueueRmsNormGemv(config, d_up.data(), ffn, d_hidden.data(), d_norm.data(), view,
+                                   d_y.data(), stream_.get()),
+                cudaSuccess);
+      ASSERT_EQ(EnqueueGemvResidualAdd(config, d_down.data(), ffn, d_y.data(), view,
+                                       d_hidden.data(), stream_.get()),
+                cudaSuccess);
+    }
+    Sync();
+    results.push_back(Download(d_hidden));
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (std::size_t i = 0; i < results[0].size(); ++i) {
+    ASSERT_EQ(results[0][i], results[1][i]) << "element " << i;
+  }
+  EXPECT_NE(results[0], hidden) << "the chain changed nothing";
 }
 
 // RoPE + KV append, then attention, for sequences whose contexts differ

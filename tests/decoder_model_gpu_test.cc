@@ -128,12 +128,12 @@ TEST_F(DecoderModelTest, LogitsMatchTheReference) {
 // one on cuBLASLt: there its logits differ from the GEMV model's and sit
 // within cuBLASLt-to-cuBLASLt distance of a kCublasLt model's (printed; two
 // separately planned cuBLASLt models are not promised to agree bit for bit).
+// The logits are fp16: for a short request the GEMV and cuBLASLt models can
+// round to the very same logits (seen on about 1 request in 10), and then
+// nothing tells the paths apart, so such a request is replaced by another.
 TEST_F(DecoderModelTest, AutoGemmRunsTheGemvUpToItsBucketAndCublasLtAbove) {
-  const std::uint64_t seed = Rng()();
-  DecodeRequest request;
-  request.prompt = RandomPrompt(TinyConfig(), Uniform(2, 12));
-  request.max_new_tokens = 2;
-  const auto logits_of = [&](DecoderGemm gemm, std::uint32_t bucket) {
+  const auto logits_of = [&](DecoderGemm gemm, std::uint32_t bucket, std::uint64_t seed,
+                             const DecodeRequest& request) {
     DecoderModelOptions options;
     options.config = TinyConfig();
     options.weight_seed = seed;
@@ -154,22 +154,32 @@ TEST_F(DecoderModelTest, AutoGemmRunsTheGemvUpToItsBucketAndCublasLtAbove) {
   };
   for (std::uint32_t bucket : {4u, 16u}) {
     SCOPED_TRACE(bucket);
-    const auto automatic = logits_of(DecoderGemm::kAuto, bucket);
-    const auto gemv = logits_of(DecoderGemm::kBatonGemv, bucket);
-    const auto cublas = logits_of(DecoderGemm::kCublasLt, bucket);
-    ASSERT_EQ(automatic.size(), gemv.size());
-    ASSERT_EQ(automatic.size(), cublas.size());
-    const double to_cublas = reference::RelativeError(automatic, cublas);
-    const double gemv_to_cublas = reference::RelativeError(gemv, cublas);
-    std::printf("  bucket %2u: auto vs cuBLASLt model %.3e, GEMV vs cuBLASLt model %.3e\n", bucket,
-                to_cublas, gemv_to_cublas);
-    ASSERT_GT(gemv_to_cublas, 0.0) << "the GEMV and cuBLASLt models agree: nothing to tell apart";
-    if (bucket <= 4) {
-      EXPECT_TRUE(same_bits(automatic, gemv)) << "kAuto's logits differ from the GEMV model's";
-    } else {
-      EXPECT_FALSE(same_bits(automatic, gemv)) << "kAuto ran the GEMV above auto_gemv_max_bucket";
-      EXPECT_LT(to_cublas, gemv_to_cublas / 4) << "kAuto is not close to the cuBLASLt model";
+    bool told_apart = false;
+    for (int attempt = 0; attempt < 8 && !told_apart; ++attempt) {
+      const std::uint64_t seed = Rng()();
+      DecodeRequest request;
+      request.prompt = RandomPrompt(TinyConfig(), Uniform(2, 12));
+      request.max_new_tokens = 2;
+      const auto gemv = logits_of(DecoderGemm::kBatonGemv, bucket, seed, request);
+      const auto cublas = logits_of(DecoderGemm::kCublasLt, bucket, seed, request);
+      ASSERT_EQ(gemv.size(), cublas.size());
+      const double gemv_to_cublas = reference::RelativeError(gemv, cublas);
+      if (gemv_to_cublas == 0.0) continue;  // the same fp16 logits: draw another request
+      told_apart = true;
+      const auto automatic = logits_of(DecoderGemm::kAuto, bucket, seed, request);
+      ASSERT_EQ(automatic.size(), gemv.size());
+      const double to_cublas = reference::RelativeError(automatic, cublas);
+      std::printf("  bucket %2u: auto vs cuBLASLt model %.3e, GEMV vs cuBLASLt model %.3e\n",
+                  bucket, to_cublas, gemv_to_cublas);
+      if (bucket <= 4) {
+        EXPECT_TRUE(same_bits(automatic, gemv)) << "kAuto's logits differ from the GEMV model's";
+      } else {
+        EXPECT_FALSE(same_bits(automatic, gemv)) << "kAuto ran the GEMV above auto_gemv_max_bucket";
+        EXPECT_LT(to_cublas, gemv_to_cublas / 4) << "kAuto is not close to the cuBLASLt model";
+      }
     }
+    EXPECT_TRUE(told_apart) << "8 requests in a row gave the GEMV and cuBLASLt models the same "
+                               "logits: nothing to tell apart";
   }
 }
 

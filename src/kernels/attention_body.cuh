@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
-#include <cuda/functional>
 
 #include "decode_kernel_common.cuh"
 
@@ -26,22 +25,38 @@ __device__ void rotate(const DecoderConfig& config, int pos, int d, float (&x)[V
   }
 }
 
-// Rotates the V elements [d, d + V) of q and k of one head, stores the rotated
-// q in place and appends the rotated k and the v to the cache row `row`.
-// Returns the rotated q as the storage type rounds it.
-template <class T, int V>
-__device__ void rope_append_piece(const DecoderConfig& config, T* q, const T* k, const T* v,
-                                  T* keys, T* values, std::size_t row, int pos, int d,
-                                  float (&q_out)[V]) {
+// The rotation of the V / 2 pairs of a piece starting at element d (even)
+// of a head at position pos. A function of (config, pos, d) alone: the
+// attention kernel computes it before its wait, the position being settled.
+template <int V>
+struct RopeAngles {
   float s[V / 2], c[V / 2];
+  __device__ RopeAngles() = default;
+  __device__ RopeAngles(const DecoderConfig& config, int pos, int d) {
 #pragma unroll
-  for (int i = 0; i < V / 2; ++i) {
-    const int pair = (d % config.head_dim) / 2 + i;
-    // theta^(-2i/head_dim) in fp32; the angle's error grows with pos, which
-    // max_context bounds (the tests' tolerance covers max_context 8192).
-    const float inv_freq = exp2f(-(2.0f * pair / config.head_dim) * log2f(config.rope_theta));
-    sincosf(static_cast<float>(pos) * inv_freq, &s[i], &c[i]);
+    for (int i = 0; i < V / 2; ++i) {
+      const int pair = (d % config.head_dim) / 2 + i;
+      // theta^(-2i/head_dim) in fp32; the angle's error grows with pos, which
+      // max_context bounds (the tests' tolerance covers max_context 8192).
+      const float inv_freq = exp2f(-(2.0f * pair / config.head_dim) * log2f(config.rope_theta));
+      sincosf(static_cast<float>(pos) * inv_freq, &s[i], &c[i]);
+    }
   }
+};
+
+// Rotates the V elements [d, d + V) of q and k of one head by `angles`
+// (RopeAngles(config, pos, d)), stores the rotated q in place and appends the
+// rotated k and the v to the cache row `row`. Returns the rotated q as the
+// storage type rounds it, and where k_copy and v_copy are given, writes the
+// appended k and v there too (the same bits).
+template <class T, int V>
+__device__ __forceinline__ void rope_append_piece(const DecoderConfig& config, T* q, const T* k,
+                                                  const T* v, T* keys, T* values, std::size_t row,
+                                                  int pos, int d, const RopeAngles<V>& angles,
+                                                  float (&q_out)[V], T* k_copy = nullptr,
+                                                  T* v_copy = nullptr) {
+  const auto& s = angles.s;
+  const auto& c = angles.c;
   const auto qv = load_packed<T, V>(q + d);
   const auto kv = load_packed<T, V>(k + d);
   const auto vv = load_packed<T, V>(v + d);
@@ -56,9 +71,32 @@ __device__ void rope_append_piece(const DecoderConfig& config, T* q, const T* k,
   store_packed<T, V>(q + d, qf);
   store_packed<T, V>(keys + row, kf);
   *reinterpret_cast<typename Bits<V>::type*>(values + row) = vv.bits;
+  if (k_copy != nullptr) {
+    store_packed<T, V>(k_copy, kf);
+    *reinterpret_cast<typename Bits<V>::type*>(v_copy) = vv.bits;
+  }
 #pragma unroll
   for (int e = 0; e < V; ++e) q_out[e] = Storage<T>::load(Storage<T>::store(qf[e]));
 }
+
+// A part of a softmax row: its max and the sum of exp(score - max) over its
+// scores ({-inf, 0} for none). Parts combine in any grouping (the online
+// softmax), so one block reduction yields both the max and the denominator.
+struct SoftmaxPartial {
+  float max;
+  float sum;
+};
+__device__ inline SoftmaxPartial combine_softmax(const SoftmaxPartial& a, const SoftmaxPartial& b) {
+  if (a.max == -INFINITY) return b;
+  if (b.max == -INFINITY) return a;
+  const float m = fmaxf(a.max, b.max);
+  return SoftmaxPartial{m, a.sum * __expf(a.max - m) + b.sum * __expf(b.max - m)};
+}
+struct CombineSoftmax {
+  __device__ SoftmaxPartial operator()(const SoftmaxPartial& a, const SoftmaxPartial& b) const {
+    return combine_softmax(a, b);
+  }
+};
 
 inline constexpr int kAttentionThreads = 128;
 inline constexpr int kAttentionChunk = 8;  // loads of one key row in flight at a time
@@ -71,10 +109,14 @@ inline constexpr int kAttentionChunk = 8;  // loads of one key row in flight at 
 template <class T, int V, bool Rope>
 __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvCacheLayer cache,
                                                DecodeBatch batch, T* out) {
-  using BlockReduce = cub::BlockReduce<float, kAttentionThreads>;
+  using BlockReduce = cub::BlockReduce<SoftmaxPartial, kAttentionThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
-  __shared__ float broadcast;
+  __shared__ SoftmaxPartial broadcast;
   __shared__ float q[kDecoderMaxHeadDim];
+  // This token's k and v (row pos of the cache), kept here so that neither
+  // pass reads back from global memory a row the block has just written.
+  __shared__ __align__(16) T fresh_k[kDecoderMaxHeadDim];
+  __shared__ __align__(16) T fresh_v[kDecoderMaxHeadDim];
   __shared__ float partial[kAttentionThreads * V];
   extern __shared__ float scores[];
   const std::uint32_t p = blockIdx.x;
@@ -88,19 +130,22 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   // The cache rows before pos were written by earlier steps: final when this
   // kernel starts. With a settled batch the thread's first key chunk and
   // first values are loaded before the wait, off the critical path (only row
-  // pos, which this block appends, depends on the node just before).
+  // pos, which this block appends, depends on the node just before). They
+  // are loaded with the position, not after it (rows up to max_context; a
+  // row at or past pos is never used): the lookup before the wait is two
+  // dependent rounds of loads, which the node before this one hides.
   Packed<T, V> key_early[kAttentionChunk];
   Packed<T, V> value_early[kValueUnroll];
   bool live = false, in_range = false;
   std::uint32_t slot = 0;
   int pos = 0;
-  const auto load_early = [&]() {
-    const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, slot, head, 0);
-    const T* values = static_cast<const T*>(cache.values) + cache_row(config, slot, head, 0);
+  const auto load_early = [&](std::uint32_t s) {
+    const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, s, head, 0);
+    const T* values = static_cast<const T*>(cache.values) + cache_row(config, s, head, 0);
     const int t = threadIdx.x;
 #pragma unroll
     for (int j = 0; j < kAttentionChunk; ++j) {
-      key_early[j] = t < pos && j < pieces
+      key_early[j] = t < config.max_context && j < pieces
                          ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
                          : zero_packed<T, V>();
     }
@@ -108,21 +153,22 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     for (int j = 0; j < kValueUnroll; ++j) {
       const int tv = group + j * groups;
       value_early[j] =
-          group < groups && tv < pos
+          group < groups && tv < config.max_context
               ? load_packed<T, V>(values + static_cast<std::size_t>(tv) * hd + piece * V)
               : zero_packed<T, V>();
     }
   };
+  // A thread's RoPE piece (a head has at most 64 pieces: one per thread).
+  const bool rope_thread = threadIdx.x < pieces;
+  RopeAngles<V> angles;
   if (batch.settled) {
-    live = p < *batch.active;
-    if (live) in_range = sequence_of(batch, config, p, slot, pos);
-    if (in_range) load_early();
+    in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
+    if (Rope && rope_thread && in_range) angles = RopeAngles<V>(config, pos, threadIdx.x * V);
   }
-  enter_step_node();
+  enter_step_node(batch);
   if (!batch.settled) {
-    live = p < *batch.active;
-    if (live) in_range = sequence_of(batch, config, p, slot, pos);
-    if (in_range) load_early();
+    in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
+    if (Rope && rope_thread && in_range) angles = RopeAngles<V>(config, pos, threadIdx.x * V);
   }
   if (!live) return;
   T* out_row = out + static_cast<std::size_t>(p) * config.attention_width() + head * hd;
@@ -137,26 +183,34 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   T* q_row = qkv + static_cast<std::size_t>(p) * config.qkv_width() + head * hd;
   T* keys = static_cast<T*>(cache.keys) + cache_row(config, slot, head, 0);
   T* values = static_cast<T*>(cache.values) + cache_row(config, slot, head, 0);
-  for (int i = threadIdx.x; i < pieces; i += kAttentionThreads) {
+  if (rope_thread) {
+    const int i = threadIdx.x;
     float qf[V];
     if constexpr (Rope) {
       const int width = config.attention_width();
       rope_append_piece<T, V>(config, q_row, q_row + width, q_row + 2 * width, keys, values,
-                              static_cast<std::size_t>(pos) * hd + i * V, pos, i * V, qf);
+                              static_cast<std::size_t>(pos) * hd + i * V, pos, i * V, angles, qf,
+                              fresh_k + i * V, fresh_v + i * V);
     } else {
       const auto qv = load_packed<T, V>(q_row + i * V);
+      const std::size_t row = static_cast<std::size_t>(pos) * hd + i * V;
+      *reinterpret_cast<typename Bits<V>::type*>(fresh_k + i * V) =
+          load_packed<T, V>(keys + row).bits;
+      *reinterpret_cast<typename Bits<V>::type*>(fresh_v + i * V) =
+          load_packed<T, V>(values + row).bits;
 #pragma unroll
       for (int e = 0; e < V; ++e) qf[e] = qv[e];
     }
 #pragma unroll
     for (int e = 0; e < V; ++e) q[i * V + e] = qf[e];
   }
-  __syncthreads();  // q, and with Rope this token's cache rows, for the whole block
+  __syncthreads();  // q and this token's k and v, for the whole block
 
   const float scale = rsqrtf(static_cast<float>(hd));
-  float local_max = -INFINITY;
+  // Each thread's running (max, sum of exp(score - max)) over its keys.
+  SoftmaxPartial local{-INFINITY, 0.0f};
   for (int t = threadIdx.x; t < context; t += kAttentionThreads) {
-    const T* key = keys + static_cast<std::size_t>(t) * hd;
+    const T* key = t == pos ? fresh_k : keys + static_cast<std::size_t>(t) * hd;
     float dot = 0.0f;
     for (int c0 = 0; c0 < pieces; c0 += kAttentionChunk) {
       const bool early = c0 == 0 && t < pos && t < kAttentionThreads;
@@ -177,23 +231,14 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     }
     const float score = dot * scale;
     scores[t] = score;
-    local_max = fmaxf(local_max, score);
+    local = combine_softmax(local, SoftmaxPartial{score, 1.0f});
   }
-  const float row_max = BlockReduce(temp).Reduce(local_max, cuda::maximum<float>{});
-  if (threadIdx.x == 0) broadcast = row_max;
-  __syncthreads();
-  const float m = broadcast;
-  float local_sum = 0.0f;
-  for (int t = threadIdx.x; t < context; t += kAttentionThreads) {
-    const float e = __expf(scores[t] - m);
-    scores[t] = e;
-    local_sum += e;
-  }
-  __syncthreads();  // temp is reused, and every score must be exponentiated
-  const float row_sum = BlockReduce(temp).Sum(local_sum);
-  if (threadIdx.x == 0) broadcast = row_sum;
-  __syncthreads();
-  const float inv_sum = 1.0f / broadcast;
+  // The row's max and softmax denominator in one block reduction.
+  const SoftmaxPartial row = BlockReduce(temp).Reduce(local, CombineSoftmax{});
+  if (threadIdx.x == 0) broadcast = row;
+  __syncthreads();  // the row's max and sum, and every score, for the whole block
+  const float m = broadcast.max;
+  const float inv_sum = 1.0f / broadcast.sum;
 
   float acc[V] = {};
   if (group < groups) {
@@ -203,6 +248,7 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
       for (int j = 0; j < kValueUnroll; ++j) {
         const int t = t0 + j * groups;
         vv[j] = t0 == group && t < pos ? value_early[j]
+                : t == pos             ? load_packed<T, V>(fresh_v + piece * V)
                 : t < context
                     ? load_packed<T, V>(values + static_cast<std::size_t>(t) * hd + piece * V)
                     : zero_packed<T, V>();
@@ -211,7 +257,7 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
       for (int j = 0; j < kValueUnroll; ++j) {
         const int t = t0 + j * groups;
         if (t < context) {
-          const float s = scores[t];
+          const float s = __expf(scores[t] - m);
 #pragma unroll
           for (int e = 0; e < V; ++e) acc[e] += s * vv[j][e];
         }
@@ -221,15 +267,12 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     for (int e = 0; e < V; ++e) partial[group * hd + piece * V + e] = acc[e];
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < pieces; i += kAttentionThreads) {
-    float total[V] = {};
-    for (int g = 0; g < groups; ++g) {
-#pragma unroll
-      for (int e = 0; e < V; ++e) total[e] += partial[g * hd + i * V + e];
-    }
-#pragma unroll
-    for (int e = 0; e < V; ++e) total[e] *= inv_sum;
-    store_packed<T, V>(out_row + i * V, total);
+  // The groups' partials summed in group order and stored, a thread per
+  // element (a head has at most 128).
+  if (threadIdx.x < hd) {
+    float total = 0.0f;
+    for (int g = 0; g < groups; ++g) total += partial[g * hd + threadIdx.x];
+    store(out_row, threadIdx.x, total * inv_sum);
   }
 }
 

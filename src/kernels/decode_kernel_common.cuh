@@ -99,46 +99,56 @@ __device__ inline void store_floats8(float* p, const Floats8& f) {
 // Waits for the nodes before this kernel and lets the next one launch. Every
 // block calls it before its first early return too, so no kernel can finish
 // before its predecessor did (the chain's ordering is transitive).
-__device__ inline void enter_step_node() {
+//
+// With DecodeBatch::launch_next_early the next node may launch before this
+// one's wait instead: its blocks become resident and run their pre-wait
+// prologue (weights, settled data) while this kernel still waits and works.
+__device__ inline void enter_step_node(const DecodeBatch& batch) {
+  if (batch.launch_next_early) allow_next_node();
   wait_for_previous_nodes();
-  allow_next_node();
+  if (!batch.launch_next_early) allow_next_node();
 }
 
-// The slot and position of the sequence at p, or false when either is out of
-// range (such a sequence is skipped rather than indexed out of bounds).
-__device__ inline bool sequence_of(const DecodeBatch& batch, const DecoderConfig& config,
-                                   std::uint32_t p, std::uint32_t& slot, int& pos) {
+// Whether position p is live, with the slot and position of its sequence;
+// in range when both index validly (a sequence out of range is skipped
+// rather than indexed out of bounds). Two dependent rounds of loads, not
+// three: the active count and the slot (p < capacity, so slots[p] is always
+// readable) are loaded together. `at_slot(slot)` runs with the position's
+// load, for loads that need only the slot (a slot < max_slots).
+template <class AtSlot>
+__device__ bool look_up_sequence(const DecodeBatch& batch, const DecoderConfig& config,
+                                 std::uint32_t p, bool& live, std::uint32_t& slot, int& pos,
+                                 AtSlot&& at_slot) {
+  const std::uint32_t active = *batch.active;
   slot = batch.slots[p];
-  if (slot >= batch.max_slots) return false;
-  pos = batch.positions[slot];
-  return pos >= 0 && pos < config.max_context;
+  const bool slot_ok = slot < batch.max_slots;
+  if (slot_ok) {
+    pos = batch.positions[slot];
+    at_slot(slot);
+  }
+  live = p < active;
+  return live && slot_ok && pos >= 0 && pos < config.max_context;
 }
 
 // enter_step_node, returning *batch.active: loaded before the wait when the
 // batch is settled (DecodeBatch::settled), after it otherwise.
 __device__ inline std::uint32_t enter_step_node_active(const DecodeBatch& batch) {
   const std::uint32_t early = batch.settled ? *batch.active : 0;
-  enter_step_node();
+  enter_step_node(batch);
   return batch.settled ? early : *batch.active;
 }
 
-// The position p's sequence for a step kernel: enter_step_node, then whether
-// p is live and in range, with its slot and position. A settled batch's three
-// dependent loads (active, slot, position) are issued before the wait.
+// The position p's sequence for a step kernel: enter_step_node, then
+// look_up_sequence (true when p is live and in range). A settled batch's
+// loads are issued before the wait.
 __device__ inline bool enter_step_node_sequence(const DecodeBatch& batch,
                                                 const DecoderConfig& config, std::uint32_t p,
                                                 bool& live, std::uint32_t& slot, int& pos) {
   bool in_range = false;
-  if (batch.settled) {
-    live = p < *batch.active;
-    if (live) in_range = sequence_of(batch, config, p, slot, pos);
-  }
-  enter_step_node();
-  if (!batch.settled) {
-    live = p < *batch.active;
-    if (live) in_range = sequence_of(batch, config, p, slot, pos);
-  }
-  return live && in_range;
+  if (batch.settled) in_range = look_up_sequence(batch, config, p, live, slot, pos, [](auto) {});
+  enter_step_node(batch);
+  if (!batch.settled) in_range = look_up_sequence(batch, config, p, live, slot, pos, [](auto) {});
+  return in_range;
 }
 
 __device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot, int head,

@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kRowThreads)
     const std::size_t row = cache_row(config, slot, head, pos) + d % config.head_dim;
     float unused[V];
     rope_append_piece<T, V>(config, q, q + width, q + 2 * width, static_cast<T*>(cache.keys),
-                            static_cast<T*>(cache.values), row, pos, d, unused);
+                            static_cast<T*>(cache.values), row, pos, d,
+                            detail::decode::RopeAngles<V>(config, pos, d), unused);
   }
 }
 

@@ -282,7 +282,8 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   static_assert(kMmaWarps == kMmaPositions, "a warp per position computes the RMSNorm scales");
   constexpr bool kNormed = normed_input(Input);
   __shared__ float partial[kMmaWarps][kMmaRows * kMmaPositions];
-  __shared__ float block_sum[kMmaRows * kMmaPositions];
+  // Block 0's: the other blocks' sums (split K).
+  __shared__ float incoming[kMmaMaxSplit][kMmaRows * kMmaPositions];
   __shared__ float norm_scale[kMmaPositions];
   const cg::cluster_group cluster = cg::this_cluster();
   const int warp = threadIdx.x / 32;
@@ -314,7 +315,9 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   load_weights(first);
   // The residual element this thread adds to, when the batch is settled:
   // the residual stream was last written two or more nodes back (the
-  // decoder's residual GEMVs are never adjacent), so it is final now.
+  // decoder's residual GEMVs are never adjacent), so it is final now. Loaded
+  // for every position of the capacity, not only live ones, so that it does
+  // not wait for the active count's load.
   const int i = threadIdx.x;
   const int out_row = row0 + i / kMmaPositions;
   const std::uint32_t out_n = p0 + i % kMmaPositions;
@@ -323,7 +326,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
       cluster.block_rank() == 0 && i < kMmaRows * kMmaPositions && out_row < out_features;
   float residual = 0.0f;
   if constexpr (Output == GemvOutput::kResidualAdd) {
-    if (batch.settled && out_thread && out_n < *batch.active) residual = io.residual[out_at];
+    if (batch.settled && out_thread && out_n < batch.capacity) residual = io.residual[out_at];
   }
   const std::uint32_t active = enter_step_node_active(batch);
   if (p0 >= active) return;  // uniform across the cluster
@@ -387,25 +390,39 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   partial[warp][(g + 8) * kMmaPositions + 2 * c] = d[2];
   partial[warp][(g + 8) * kMmaPositions + 2 * c + 1] = d[3];
   __syncthreads();
-  if (i < kMmaRows * kMmaPositions) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][i];
-    block_sum[i] = sum;
-  }
-  cluster.sync();
-  if (out_thread && out_n < active) {
-    float total = 0.0f;
-    for (unsigned r = 0; r < cluster.num_blocks(); ++r)
-      total += *cluster.map_shared_rank(&block_sum[i], r);
+  const auto write = [&](float total) {
     if constexpr (Output == GemvOutput::kStore) {
       store(static_cast<T*>(io.y), out_at, total);
     } else {
       if (!batch.settled) residual = io.residual[out_at];
       io.residual[out_at] = residual + Storage<T>::load(Storage<T>::store(total));
     }
+  };
+  float sum = 0.0f;
+  if (i < kMmaRows * kMmaPositions) {
+#pragma unroll
+    for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][i];
   }
-  cluster.sync();  // every block's sums stay readable until block 0 is done
+  if (cluster.num_blocks() == 1) {
+    // No split: the block's sum is the result (0 + sum, as the cluster sum
+    // below adds it, so the bits are the same), without cluster barriers.
+    if (out_thread && out_n < active) write(0.0f + sum);
+    return;
+  }
+  // The other blocks store their sums into block 0's shared memory (remote
+  // stores do not wait for a reply), and one cluster barrier publishes them;
+  // block 0 adds them in rank order, reading only its own shared memory, so
+  // no block waits for another to finish reading it.
+  const unsigned rank = cluster.block_rank();
+  if (rank != 0 && i < kMmaRows * kMmaPositions) {
+    *cluster.map_shared_rank(&incoming[rank][i], 0) = sum;
+  }
+  cluster.sync();
+  if (out_thread && out_n < active) {
+    float total = 0.0f + sum;
+    for (unsigned r = 1; r < cluster.num_blocks(); ++r) total += incoming[r][i];
+    write(total);
+  }
 }
 
 }  // namespace baton::detail::decode

@@ -41,11 +41,22 @@ struct DecodeBatch {
   // True when *active, slots and positions were all written before the node
   // in front of the kernel began (by the scheduler and a step-begin node two
   // or more nodes back), and so were the residual stream a residual-add GEMV
-  // adds to and the KV-cache rows before each sequence's position. Every decode kernel waits for
-  // its predecessor before it lets the next one launch, so such data is final when a kernel starts,
-  // and it is read before the wait, off the step's critical path. Leave false
-  // (the default) when the kernel just before may write them.
+  // adds to and the KV-cache rows before each sequence's position. A decode
+  // kernel lets the next one launch only after its own wait (unless
+  // launch_next_early), so such data is final when a kernel starts, and it
+  // is read before the wait, off the step's critical path. Leave false (the
+  // default) when the kernel just before may write them.
   bool settled = false;
+  // Lets the next node launch as soon as this kernel starts rather than
+  // after this kernel's wait, so that the next node's prologue (constant
+  // weights, settled data) overlaps this kernel's whole run instead of only
+  // its work after the wait. The next node may then start while this
+  // kernel's predecessor still runs (and, if that one launched early too,
+  // while the one before it runs): set it only when every read the next node
+  // makes before its wait (none unless it is settled) is of data final by
+  // then. Measured on an H200: the step's attention kernels start their
+  // KV-cache loads late enough otherwise to cost about 1 us each.
+  bool launch_next_early = false;
 };
 
 // KV cache of one layer, [max_slots, heads, max_context, head_dim] for keys
