@@ -183,6 +183,29 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   T* q_row = qkv + static_cast<std::size_t>(p) * config.qkv_width() + head * hd;
   T* keys = static_cast<T*>(cache.keys) + cache_row(config, slot, head, 0);
   T* values = static_cast<T*>(cache.values) + cache_row(config, slot, head, 0);
+  // The next round of history rows (keys kAttentionThreads.., values after
+  // the first kValueUnroll per group), issued now so that they arrive with
+  // q, k and v instead of a round trip after the scores (contexts up to 256
+  // keys and twice the early values need no load after this one).
+  Packed<T, V> key_late[kAttentionChunk];
+  Packed<T, V> value_late[kValueUnroll];
+  {
+    const int t = threadIdx.x + kAttentionThreads;
+#pragma unroll
+    for (int j = 0; j < kAttentionChunk; ++j) {
+      key_late[j] = t < pos && j < pieces
+                        ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
+                        : zero_packed<T, V>();
+    }
+#pragma unroll
+    for (int j = 0; j < kValueUnroll; ++j) {
+      const int tv = group + (kValueUnroll + j) * groups;
+      value_late[j] =
+          group < groups && tv < pos
+              ? load_packed<T, V>(values + static_cast<std::size_t>(tv) * hd + piece * V)
+              : zero_packed<T, V>();
+    }
+  }
   if (rope_thread) {
     const int i = threadIdx.x;
     float qf[V];
@@ -213,11 +236,12 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     const T* key = t == pos ? fresh_k : keys + static_cast<std::size_t>(t) * hd;
     float dot = 0.0f;
     for (int c0 = 0; c0 < pieces; c0 += kAttentionChunk) {
-      const bool early = c0 == 0 && t < pos && t < kAttentionThreads;
+      const bool loaded = c0 == 0 && t < pos && t < 2 * kAttentionThreads;
+      const bool late = t >= kAttentionThreads;
       Packed<T, V> kv[kAttentionChunk];
 #pragma unroll
       for (int j = 0; j < kAttentionChunk; ++j) {
-        kv[j] = early             ? key_early[j]
+        kv[j] = loaded            ? (late ? key_late[j] : key_early[j])
                 : c0 + j < pieces ? load_packed<T, V>(key + (c0 + j) * V)
                                   : zero_packed<T, V>();
       }
@@ -247,8 +271,9 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
 #pragma unroll
       for (int j = 0; j < kValueUnroll; ++j) {
         const int t = t0 + j * groups;
-        vv[j] = t0 == group && t < pos ? value_early[j]
-                : t == pos             ? load_packed<T, V>(fresh_v + piece * V)
+        vv[j] = t0 == group && t < pos                           ? value_early[j]
+                : t0 == group + kValueUnroll * groups && t < pos ? value_late[j]
+                : t == pos ? load_packed<T, V>(fresh_v + piece * V)
                 : t < context
                     ? load_packed<T, V>(values + static_cast<std::size_t>(t) * hd + piece * V)
                     : zero_packed<T, V>();

@@ -313,6 +313,12 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
     }
   };
   load_weights(first);
+  // A block may store into another's shared memory only once that block has
+  // started: every block arrives here and waits just before its remote
+  // store, by when the others have long started (a barrier that costs no
+  // wait, unlike a cluster.sync() there).
+  const bool split = cluster.num_blocks() > 1;
+  if (split) cluster.barrier_arrive();
   // The residual element this thread adds to, when the batch is settled:
   // the residual stream was last written two or more nodes back (the
   // decoder's residual GEMVs are never adjacent), so it is final now. Loaded
@@ -329,7 +335,10 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
     if (batch.settled && out_thread && out_n < batch.capacity) residual = io.residual[out_at];
   }
   const std::uint32_t active = enter_step_node_active(batch);
-  if (p0 >= active) return;  // uniform across the cluster
+  if (p0 >= active) {  // uniform across the cluster
+    if (split) cluster.barrier_wait();
+    return;
+  }
   const std::uint32_t p = p0 + g;
   const bool p_ok = p < active;
   // Inputs of the first k-blocks, issued together with the norm's loads.
@@ -403,7 +412,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
 #pragma unroll
     for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][i];
   }
-  if (cluster.num_blocks() == 1) {
+  if (!split) {
     // No split: the block's sum is the result (0 + sum, as the cluster sum
     // below adds it, so the bits are the same), without cluster barriers.
     if (out_thread && out_n < active) write(0.0f + sum);
@@ -414,6 +423,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   // block 0 adds them in rank order, reading only its own shared memory, so
   // no block waits for another to finish reading it.
   const unsigned rank = cluster.block_rank();
+  cluster.barrier_wait();  // every block has started
   if (rank != 0 && i < kMmaRows * kMmaPositions) {
     *cluster.map_shared_rank(&incoming[rank][i], 0) = sum;
   }

@@ -89,14 +89,21 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
                                             std::int32_t* tokens, Hooks hooks = Hooks{}) {
   using Reduce = cub::BlockReduce<Candidate, kSelectThreads>;
   __shared__ typename Reduce::TempStorage temp;
-  __shared__ Candidate block_best;
+  __shared__ Candidate incoming[kSelectMaxCluster];  // block 0's: the other blocks' candidates
   const cg::cluster_group cluster = cg::this_cluster();
   const std::uint32_t p = blockIdx.y;
   if (cluster.block_rank() == 0 && threadIdx.x == 0 && p < batch.capacity) hooks.prepare(p);
+  // A block stores into block 0's shared memory only once every block has
+  // started: each arrives here and waits just before that store.
+  const bool split = cluster.num_blocks() > 1;
+  if (split) cluster.barrier_arrive();
   const std::uint32_t active = enter_step_node_active(batch);
   hooks.entered();
   // Uniform across the cluster (all its blocks serve p): none waits alone.
-  if (p >= active) return;
+  if (p >= active) {
+    if (split) cluster.barrier_wait();
+    return;
+  }
   const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
   const float inv_temperature = Sample ? 1.0f / params.temperature : 1.0f;
   std::uint64_t sequence = 0;
@@ -133,18 +140,28 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
     }
   }
   best = Reduce(temp).Reduce(best, better);
-  if (threadIdx.x == 0) block_best = best;
-  cluster.sync();
-  if (cluster.block_rank() == 0 && threadIdx.x == 0) {
-    Candidate total = block_best;
-    for (unsigned r = 1; r < cluster.num_blocks(); ++r) {
-      total = better(total, *cluster.map_shared_rank(&block_best, r));
-    }
+  const auto choose = [&](const Candidate& total) {
     const std::int32_t token = total.index < config.vocab ? total.index : 0;
     tokens[p] = token;
     hooks.chose(p, token);
+  };
+  const unsigned rank = cluster.block_rank();
+  if (!split) {  // no cluster barrier to pay
+    if (threadIdx.x == 0) choose(best);
+    return;
   }
-  cluster.sync();  // every block's candidate stays readable until block 0 is done
+  // The other blocks store their candidates into block 0's shared memory and
+  // one cluster barrier publishes them (no block reads another's memory, so
+  // none waits for a second barrier before it exits); block 0 takes them in
+  // rank order.
+  cluster.barrier_wait();  // every block has started
+  if (rank != 0 && threadIdx.x == 0) *cluster.map_shared_rank(&incoming[rank], 0) = best;
+  cluster.sync();
+  if (rank == 0 && threadIdx.x == 0) {
+    Candidate total = best;
+    for (unsigned r = 1; r < cluster.num_blocks(); ++r) total = better(total, incoming[r]);
+    choose(total);
+  }
 }
 
 }  // namespace baton::detail::decode

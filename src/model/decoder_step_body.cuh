@@ -23,11 +23,10 @@ __device__ inline std::size_t sequence_index(const DecoderStepView& v, std::uint
 
 // The host validates every entry it writes; the device re-checks what it
 // indexes with, so a stale or forged item id is refused instead of reading
-// out of bounds.
+// out of bounds. `info` is the entry's row, loaded when item.id is in range.
 __device__ inline bool entry_ok(const DecoderStepView& v, const WorkItem& item, std::uint32_t step,
-                                DecodeRequestInfo& info) {
+                                const DecodeRequestInfo& info) {
   if (item.kind != kDecodeRequestKind || item.id >= v.max_requests) return false;
-  info = v.requests[item.id];
   const std::uint64_t total = static_cast<std::uint64_t>(info.prompt_tokens) + info.max_new_tokens;
   return info.prompt_tokens >= 1 && info.max_new_tokens >= 1 &&
          total <= static_cast<std::uint64_t>(v.config.max_context) &&
@@ -42,11 +41,21 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
   wait_for_previous_nodes();
   allow_next_node();
-  if (p >= capacity || p >= args.header->batch) return;
+  if (p >= capacity) return;
+  // Two dependent rounds of loads: the scheduler's outputs together, then
+  // the request's entry together with its token (whose index is in bounds
+  // whenever the entry's and the step's are; used only if the entry is ok).
+  const std::uint32_t batch = args.header->batch;
   const WorkItem item = args.items[p];
   const std::uint32_t slot = args.slots[p];
   const std::uint32_t step = args.item_steps[p];
-  DecodeRequestInfo info;
+  if (p >= batch) return;
+  DecodeRequestInfo info{};
+  std::int32_t token = 0;
+  if (item.id < v.max_requests && step < static_cast<std::uint32_t>(v.config.max_context)) {
+    info = v.requests[item.id];
+    token = v.sequences[sequence_index(v, item.id, step)];
+  }
   if (slot >= v.max_batch || !entry_ok(v, item, step, info)) {
     v.request_of[p] = kNoRequest;
     v.in_tokens[p] = 0;
@@ -57,7 +66,7 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
   }
   v.request_of[p] = item.id;
   v.positions[slot] = static_cast<std::int32_t>(step);
-  v.in_tokens[p] = v.sequences[sequence_index(v, item.id, step)];
+  v.in_tokens[p] = token;
   v.sequence_ids[p] = info.sequence_id;
   // The index of the token this step generates (0 for the last prompt token's step).
   v.sequence_steps[p] = step + 1 >= info.prompt_tokens ? step + 1 - info.prompt_tokens : 0;
