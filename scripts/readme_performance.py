@@ -166,11 +166,14 @@ Baton's GEMV path a step is 13 kernels for 2 layers (5 per layer + 3): each RMSN
 reads it (each block recomputes its positions' norm scale; where the fused kernel's registers would cost a wave,
 `GemvFusesRmsNorm` keeps the row kernel), the embedding into the first QKV GEMV, each residual add into the GEMV
 that produces it, and the step's end (sequence append, retire) into the token selection; loads of data final
-before a kernel starts (settled batch, residual stream, KV-cache history) are issued before its PDL wait. The
-cuBLASLt path runs 18 kernels for the tiny model (nvjet kernels cannot overlap their launch with PDL and take no
-norm prologue). The engines' overhead is about 2 µs per step against the host loop's 10-16 µs (it varies by
-instance), so the tiny-b1 ratio moves only with a shorter step: {tiny_b1_bound:.1f} µs here, and about 35 µs
-would clear 1.25× on every instance measured. The small model's b1 step is about
+before a kernel starts (settled batch, residual stream, KV-cache history) are issued before its PDL wait, and the
+QKV projections after the first let attention launch before their own wait (`DecodeBatch::launch_next_early`), so
+that its prologue is off the critical path. A GEMV whose K is not split skips the cluster barriers (on an H200
+these cost about 0.7 µs per kernel: the tiny step went from 41.7 to 35.7 µs with that alone). The cuBLASLt path
+runs 18 kernels for the tiny model (nvjet kernels cannot overlap their launch with PDL and take no norm
+prologue). The engines' overhead is about 2 µs per step against the host loop's 10-16 µs (it varies by
+instance), so the tiny-b1 ratio moves with the step: {tiny_b1_bound:.1f} µs here; on an instance whose host loop
+costs only 10.5 µs (the cheapest seen) 1.25× needs about 31 µs. The small model's b1 step is about
 {small_bound['step_us'] / small_bound['hbm_floor_us']:.1f}× its HBM floor: the GEMV at M ≤ 8 still streams the weights
 well below bandwidth (the next thing to fix), as cuBLASLt does at M = 32.
 {gemv_part}
