@@ -139,24 +139,32 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   bool live = false, in_range = false;
   std::uint32_t slot = 0;
   int pos = 0;
-  const auto load_early = [&](std::uint32_t s) {
+  // Round r of this thread's history rows below `limit` (slot s): the first
+  // key chunk of row threadIdx.x + r * kAttentionThreads, and the values of
+  // the group's r-th kValueUnroll rows.
+  const auto load_history = [&](std::uint32_t s, int r, int limit,
+                                Packed<T, V>(&key_rows)[kAttentionChunk],
+                                Packed<T, V>(&value_rows)[kValueUnroll]) {
     const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, s, head, 0);
     const T* values = static_cast<const T*>(cache.values) + cache_row(config, s, head, 0);
-    const int t = threadIdx.x;
+    const int t = threadIdx.x + r * kAttentionThreads;
 #pragma unroll
     for (int j = 0; j < kAttentionChunk; ++j) {
-      key_early[j] = t < config.max_context && j < pieces
-                         ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
-                         : zero_packed<T, V>();
+      key_rows[j] = t < limit && j < pieces
+                        ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
+                        : zero_packed<T, V>();
     }
 #pragma unroll
     for (int j = 0; j < kValueUnroll; ++j) {
-      const int tv = group + j * groups;
-      value_early[j] =
-          group < groups && tv < config.max_context
+      const int tv = group + (r * kValueUnroll + j) * groups;
+      value_rows[j] =
+          group < groups && tv < limit
               ? load_packed<T, V>(values + static_cast<std::size_t>(tv) * hd + piece * V)
               : zero_packed<T, V>();
     }
+  };
+  const auto load_early = [&](std::uint32_t s) {
+    load_history(s, 0, config.max_context, key_early, value_early);
   };
   // A thread's RoPE piece (a head has at most 64 pieces: one per thread).
   const bool rope_thread = threadIdx.x < pieces;
@@ -189,23 +197,7 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   // keys and twice the early values need no load after this one).
   Packed<T, V> key_late[kAttentionChunk];
   Packed<T, V> value_late[kValueUnroll];
-  {
-    const int t = threadIdx.x + kAttentionThreads;
-#pragma unroll
-    for (int j = 0; j < kAttentionChunk; ++j) {
-      key_late[j] = t < pos && j < pieces
-                        ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
-                        : zero_packed<T, V>();
-    }
-#pragma unroll
-    for (int j = 0; j < kValueUnroll; ++j) {
-      const int tv = group + (kValueUnroll + j) * groups;
-      value_late[j] =
-          group < groups && tv < pos
-              ? load_packed<T, V>(values + static_cast<std::size_t>(tv) * hd + piece * V)
-              : zero_packed<T, V>();
-    }
-  }
+  load_history(slot, 1, pos, key_late, value_late);
   if (rope_thread) {
     const int i = threadIdx.x;
     float qf[V];

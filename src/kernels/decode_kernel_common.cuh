@@ -151,6 +151,40 @@ __device__ inline bool enter_step_node_sequence(const DecodeBatch& batch,
   return in_range;
 }
 
+// Gathers one value per block of a cluster into block 0's shared memory with
+// a single cluster barrier (the split-K GEMV's sums, token selection's
+// candidates): each other block stores its value there, and block 0 then
+// reads only its own memory, so no block waits on a second barrier before it
+// exits. A block may store into another's shared memory only once that block
+// has started: every block arrives when it constructs this (kernel start)
+// and waits just before its remote store, by when the others have long
+// started. A block that returns without sending calls leave() first
+// (uniformly across the cluster). A cluster of one block uses no barrier.
+class ClusterToFirstBlock {
+ public:
+  __device__ ClusterToFirstBlock() : split_(cg::this_cluster().num_blocks() > 1) {
+    if (split_) cg::this_cluster().barrier_arrive();
+  }
+  [[nodiscard]] __device__ bool split() const { return split_; }
+  __device__ void leave() const {
+    if (split_) cg::this_cluster().barrier_wait();
+  }
+  // Every thread of every block calls it (split clusters only); `sender`
+  // threads of blocks other than 0 store `value` into block 0's copy of
+  // slots[rank * stride]. After it, block 0 reads the other blocks' values.
+  template <class V>
+  __device__ void send(V* slots, unsigned stride, const V& value, bool sender) const {
+    const cg::cluster_group cluster = cg::this_cluster();
+    const unsigned rank = cluster.block_rank();
+    cluster.barrier_wait();  // every block has started
+    if (rank != 0 && sender) *cluster.map_shared_rank(slots + rank * stride, 0) = value;
+    cluster.sync();
+  }
+
+ private:
+  bool split_;
+};
+
 __device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot, int head,
                                         int pos) {
   return ((static_cast<std::size_t>(slot) * config.heads + head) * config.max_context + pos) *

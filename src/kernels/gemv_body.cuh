@@ -282,7 +282,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   static_assert(kMmaWarps == kMmaPositions, "a warp per position computes the RMSNorm scales");
   constexpr bool kNormed = normed_input(Input);
   __shared__ float partial[kMmaWarps][kMmaRows * kMmaPositions];
-  // Block 0's: the other blocks' sums (split K).
+  // Block 0's: the other blocks' sums (split K), [rank][output element].
   __shared__ float incoming[kMmaMaxSplit][kMmaRows * kMmaPositions];
   __shared__ float norm_scale[kMmaPositions];
   const cg::cluster_group cluster = cg::this_cluster();
@@ -313,12 +313,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
     }
   };
   load_weights(first);
-  // A block may store into another's shared memory only once that block has
-  // started: every block arrives here and waits just before its remote
-  // store, by when the others have long started (a barrier that costs no
-  // wait, unlike a cluster.sync() there).
-  const bool split = cluster.num_blocks() > 1;
-  if (split) cluster.barrier_arrive();
+  const ClusterToFirstBlock gather;
   // The residual element this thread adds to, when the batch is settled:
   // the residual stream was last written two or more nodes back (the
   // decoder's residual GEMVs are never adjacent), so it is final now. Loaded
@@ -336,7 +331,7 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   }
   const std::uint32_t active = enter_step_node_active(batch);
   if (p0 >= active) {  // uniform across the cluster
-    if (split) cluster.barrier_wait();
+    gather.leave();
     return;
   }
   const std::uint32_t p = p0 + g;
@@ -412,23 +407,15 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
 #pragma unroll
     for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][i];
   }
-  if (!split) {
+  if (!gather.split()) {
     // No split: the block's sum is the result (0 + sum, as the cluster sum
     // below adds it, so the bits are the same), without cluster barriers.
     if (out_thread && out_n < active) write(0.0f + sum);
     return;
   }
-  // The other blocks store their sums into block 0's shared memory (remote
-  // stores do not wait for a reply), and one cluster barrier publishes them;
-  // block 0 adds them in rank order, reading only its own shared memory, so
-  // no block waits for another to finish reading it.
-  const unsigned rank = cluster.block_rank();
-  cluster.barrier_wait();  // every block has started
-  if (rank != 0 && i < kMmaRows * kMmaPositions) {
-    *cluster.map_shared_rank(&incoming[rank][i], 0) = sum;
-  }
-  cluster.sync();
-  if (out_thread && out_n < active) {
+  const bool element = i < kMmaRows * kMmaPositions;
+  gather.send(&incoming[0][element ? i : 0], kMmaRows * kMmaPositions, sum, element);
+  if (out_thread && out_n < active) {  // block 0: the blocks' sums in rank order
     float total = 0.0f + sum;
     for (unsigned r = 1; r < cluster.num_blocks(); ++r) total += incoming[r][i];
     write(total);

@@ -93,15 +93,12 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   const cg::cluster_group cluster = cg::this_cluster();
   const std::uint32_t p = blockIdx.y;
   if (cluster.block_rank() == 0 && threadIdx.x == 0 && p < batch.capacity) hooks.prepare(p);
-  // A block stores into block 0's shared memory only once every block has
-  // started: each arrives here and waits just before that store.
-  const bool split = cluster.num_blocks() > 1;
-  if (split) cluster.barrier_arrive();
+  const ClusterToFirstBlock gather;
   const std::uint32_t active = enter_step_node_active(batch);
   hooks.entered();
   // Uniform across the cluster (all its blocks serve p): none waits alone.
   if (p >= active) {
-    if (split) cluster.barrier_wait();
+    gather.leave();
     return;
   }
   const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
@@ -145,19 +142,12 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
     tokens[p] = token;
     hooks.chose(p, token);
   };
-  const unsigned rank = cluster.block_rank();
-  if (!split) {  // no cluster barrier to pay
+  if (!gather.split()) {  // no cluster barrier to pay
     if (threadIdx.x == 0) choose(best);
     return;
   }
-  // The other blocks store their candidates into block 0's shared memory and
-  // one cluster barrier publishes them (no block reads another's memory, so
-  // none waits for a second barrier before it exits); block 0 takes them in
-  // rank order.
-  cluster.barrier_wait();  // every block has started
-  if (rank != 0 && threadIdx.x == 0) *cluster.map_shared_rank(&incoming[rank], 0) = best;
-  cluster.sync();
-  if (rank == 0 && threadIdx.x == 0) {
+  gather.send(incoming, 1, best, threadIdx.x == 0);
+  if (cluster.block_rank() == 0 && threadIdx.x == 0) {  // the blocks' candidates in rank order
     Candidate total = best;
     for (unsigned r = 1; r < cluster.num_blocks(); ++r) total = better(total, incoming[r]);
     choose(total);
