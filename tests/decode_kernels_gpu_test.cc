@@ -868,6 +868,13 @@ TEST_F(DecodeKernelsTest, ArgmaxIsExactWithTiesToTheLowestIndex) {
     logits[3 * vocab + 77] = big;
     // Row 4: the maximum at the last index.
     logits[4 * vocab + vocab - 1] = big;
+    // Row 5: -0 and +0 tie (the comparison says equal), -0 at the lower
+    // index, every other logit negative.
+    const std::uint16_t negative = FloatToHalfBits(-40.0f, dtype);
+    std::fill(logits.begin() + 5 * vocab, logits.begin() + 6 * vocab, negative);
+    const int minus_zero = index(Rng()) / 2, plus_zero = vocab / 2 + index(Rng()) / 2;
+    logits[5 * vocab + minus_zero] = 0x8000;  // -0 in both types
+    logits[5 * vocab + plus_zero] = 0x0000;
     const auto f = reference::ToFloat(logits, dtype);
     TestBatch batch = MakeBatch(capacity, active, 8);
     auto d_logits = Upload(logits);
@@ -882,6 +889,7 @@ TEST_F(DecodeKernelsTest, ArgmaxIsExactWithTiesToTheLowestIndex) {
     EXPECT_EQ(tokens[1], std::min(a, b));
     EXPECT_EQ(tokens[2], 0);
     EXPECT_EQ(tokens[4], vocab - 1);
+    EXPECT_EQ(tokens[5], minus_zero);
     EXPECT_EQ(tokens[active], -1) << "the token past the live batch was written";
   }
 }

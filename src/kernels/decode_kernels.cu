@@ -47,6 +47,7 @@ using detail::decode::RowArgs;
 using detail::decode::RowSource;
 using detail::decode::select_blocks;
 using detail::decode::select_body;
+using detail::decode::silu_mul;
 using detail::decode::store_packed;
 
 template <class T, RowSource Source, bool Norm>
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const auto u = load_packed<T, kVector>(row + config.ffn + v * kVector);
   float o[kVector];
 #pragma unroll
-  for (int e = 0; e < kVector; ++e) o[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+  for (int e = 0; e < kVector; ++e) o[e] = silu_mul(g[e], u[e]);
   store_packed<T, kVector>(out + static_cast<std::size_t>(p) * config.ffn + v * kVector, o);
 }
 

@@ -97,20 +97,28 @@ inline constexpr bool normed_input(GemvInput input) {
 }
 
 // How many blocks (one cluster) split the K of a [out_features, in_features]
-// weight: short, wide weights (few row blocks, long rows) split K so that
-// about kMmaSplitTargetBlocks blocks stream them. That target stays below the
-// two blocks per SM the GEMV's registers allow because clusters are placed a
-// GPC at a time: on an H200 the d_model 1024 model's FFN down GEMV (64 row
-// blocks) as 64 clusters of 4 did not fit one wave, and the b1 step took
-// 26 us longer over 4 layers than with clusters of 3. A function of the
-// shape alone, never of the batch (batch invariance).
+// weight. A split costs a cluster barrier and the gather into block 0 (about
+// 1 us on an H100), so K is split only as far as it takes for each warp's
+// k-blocks to be one round of loads (kMmaUnroll in flight). H100, b1: the
+// tiny model's FFN down GEMV (24 k-blocks) as 16 blocks instead of 16
+// clusters of 3 took its step 40.7 -> 38.2 us; the d_model 1024 model's
+// attention output GEMV (32 k-blocks) unsplit, 135 -> 132 us. Long rows
+// split further, up to about kMmaSplitTargetBlocks blocks. That
+// target stays below the two blocks per SM the GEMV's registers allow
+// because clusters are placed a GPC at a time: on an H200 the d_model 1024
+// model's FFN down GEMV (64 row blocks) as 64 clusters of 4 did not fit one
+// wave, and the b1 step took 26 us longer over 4 layers than with clusters
+// of 3. A function of the shape alone, never of the batch (batch
+// invariance).
 inline constexpr int kMmaSplitTargetBlocks = 192;
 
 [[nodiscard]] BATON_HOST_DEVICE constexpr int gemv_split(int out_features, int in_features) {
   const int row_blocks = (out_features + kMmaRows - 1) / kMmaRows;
   const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
-  const int wanted = kMmaSplitTargetBlocks / row_blocks;
-  int split = wanted < 1 ? 1 : wanted > kMmaMaxSplit ? kMmaMaxSplit : wanted;
+  const int one_round = (k_blocks + kMmaWarps * kMmaUnroll - 1) / (kMmaWarps * kMmaUnroll);
+  const int target = kMmaSplitTargetBlocks / row_blocks;
+  int split = one_round < target ? one_round : target;
+  split = split < 1 ? 1 : split > kMmaMaxSplit ? kMmaMaxSplit : split;
   while (split > 1 && split * kMmaWarps > k_blocks) --split;
   return split;
 }
@@ -196,7 +204,7 @@ __device__ uint4 gemv_operand(const GemvRaw& r, const uint4& norm, float scale) 
     if constexpr (Input == GemvInput::kGated) {
       const Packed<T, kVector> g{r.a}, u{r.b};
 #pragma unroll
-      for (int e = 0; e < kVector; ++e) o[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+      for (int e = 0; e < kVector; ++e) o[e] = silu_mul(g[e], u[e]);
     } else {
       float x[kVector];
       if constexpr (Input == GemvInput::kRmsNorm) {

@@ -12,7 +12,6 @@
 
 #include <climits>
 #include <cstdint>
-#include <cub/block/block_reduce.cuh>
 
 #include "baton/config.h"
 #include "decode_kernel_common.cuh"
@@ -33,7 +32,26 @@ struct BetterCandidate {
   }
 };
 
+// The same order with the score as an unsigned key (larger scores, larger
+// keys; -0 counts as +0, as the float comparison has it), so that a warp
+// finds its best candidate with two warp-wide min/max instructions instead
+// of five rounds of shuffles and comparisons (H100: the block reduction
+// took 0.6 us of token selection's 2.3).
+struct KeyedCandidate {
+  unsigned key;
+  int index;
+};
+__device__ inline unsigned score_key(float score) {
+  const unsigned bits = __float_as_uint(score + 0.0f);  // -0 + 0 = +0
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+__device__ inline KeyedCandidate better_keyed(const KeyedCandidate& a, const KeyedCandidate& b) {
+  if (a.key != b.key) return a.key > b.key ? a : b;
+  return a.index <= b.index ? a : b;
+}
+
 inline constexpr int kSelectThreads = 256;
+inline constexpr int kSelectWarps = kSelectThreads / 32;
 inline constexpr int kSelectMaxCluster = 8;  // the portable cluster size
 inline constexpr int kSelectUnroll = 2;      // 16-byte loads per thread in flight
 
@@ -87,9 +105,8 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
                                             const std::uint64_t* sequence_ids,
                                             const std::uint32_t* sequence_steps,
                                             std::int32_t* tokens, Hooks hooks = Hooks{}) {
-  using Reduce = cub::BlockReduce<Candidate, kSelectThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  __shared__ Candidate incoming[kSelectMaxCluster];  // block 0's: the other blocks' candidates
+  __shared__ KeyedCandidate warp_best[kSelectWarps];
+  __shared__ KeyedCandidate incoming[kSelectMaxCluster];  // block 0's: the other blocks' best
   const cg::cluster_group cluster = cg::this_cluster();
   const std::uint32_t p = blockIdx.y;
   if (cluster.block_rank() == 0 && threadIdx.x == 0 && p < batch.capacity) hooks.prepare(p);
@@ -136,20 +153,29 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
       }
     }
   }
-  best = Reduce(temp).Reduce(best, better);
-  const auto choose = [&](const Candidate& total) {
+  // The warp's best (the largest key, then the lowest index with it), then
+  // the block's from the warps' in warp order.
+  const unsigned key = score_key(best.score);
+  const unsigned top = __reduce_max_sync(0xffffffffu, key);
+  const int index = __reduce_min_sync(0xffffffffu, key == top ? best.index : INT_MAX);
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = KeyedCandidate{top, index};
+  __syncthreads();
+  KeyedCandidate block = warp_best[0];
+#pragma unroll
+  for (int w = 1; w < kSelectWarps; ++w) block = better_keyed(block, warp_best[w]);
+  const auto choose = [&](const KeyedCandidate& total) {
     const std::int32_t token = total.index < config.vocab ? total.index : 0;
     tokens[p] = token;
     hooks.chose(p, token);
   };
   if (!gather.split()) {  // no cluster barrier to pay
-    if (threadIdx.x == 0) choose(best);
+    if (threadIdx.x == 0) choose(block);
     return;
   }
-  gather.send(incoming, 1, best, threadIdx.x == 0);
-  if (cluster.block_rank() == 0 && threadIdx.x == 0) {  // the blocks' candidates in rank order
-    Candidate total = best;
-    for (unsigned r = 1; r < cluster.num_blocks(); ++r) total = better(total, incoming[r]);
+  gather.send(incoming, 1, block, threadIdx.x == 0);
+  if (cluster.block_rank() == 0 && threadIdx.x == 0) {  // the blocks' best in rank order
+    KeyedCandidate total = block;
+    for (unsigned r = 1; r < cluster.num_blocks(); ++r) total = better_keyed(total, incoming[r]);
     choose(total);
   }
 }
