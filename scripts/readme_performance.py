@@ -141,7 +141,7 @@ bit-identical; each device kernel launch costs about 9 µs, which is why it is t
 All numbers: one {device} (CUDA {launch['device']['driver_version'] // 1000}.{launch['device']['driver_version'] % 1000 // 10} driver), {date}, CUDA events after
 warm-up, medians of repeated runs, every mode of a table measured side by side in one run, results verified in
 the same run. Raw data: [`results/`](results/) (this section is generated from it by
-`scripts/readme_performance.py {prefix}`). No H100 run yet.
+`scripts/readme_performance.py {prefix}`). H100 runs so far were quick A/B comparisons (not committed).
 
 ### The decode loop (`decode_loop`, the main sample)
 
@@ -169,11 +169,17 @@ that produces it, and the step's end (sequence append, retire) into the token se
 before a kernel starts (settled batch, residual stream, KV-cache history) are issued before its PDL wait, and the
 QKV projections after the first let attention launch before their own wait (`DecodeBatch::launch_next_early`), so
 that its prologue is off the critical path. A GEMV whose K is not split skips the cluster barriers (on an H200
-these cost about 0.7 µs per kernel: the tiny step went from 41.7 to 35.7 µs with that alone). The cuBLASLt path
+these cost about 0.7 µs per kernel: the tiny step went from 41.7 to 35.7 µs with that alone), and K is split only
+as far as one round of loads per warp needs. The SiLU uses the fast division (IEEE division branched per element
+and serialized the gated GEMV's input), attention reduces only the softmax maximum across its block and sums the
+denominator with the values, and token selection reduces with warp min/max instructions on an ordered key: the
+tiny b1 step went from 35.0 to 30.1 µs with these (the kernel timeline in `scripts/timeline` found them). The cuBLASLt path
 runs 18 kernels for the tiny model (nvjet kernels cannot overlap their launch with PDL and take no norm
-prologue). The engines' overhead is about 2 µs per step against the host loop's 10-16 µs (it varies by
-instance), so the tiny-b1 ratio moves with the step: {tiny_b1_bound:.1f} µs here; on an instance whose host loop
-costs only 10.5 µs (the cheapest seen) 1.25× needs about 31 µs. The small model's b1 step is about
+prologue). The engines' overhead is 2-3 µs per step (it rose by about 0.9 µs with the changes above while the
+step fell 5 µs; not explained yet) against the host loop's 10-16 µs (it varies by instance): with the tiny b1 step
+at {tiny_b1_bound:.1f} µs the best engine measured 1.28-1.38× the host loop's tokens/s in every run that day, on H200
+and H100 instances; a host loop as cheap as the cheapest seen (10.5 µs) against a 3 µs engine overhead would give
+1.23×. The small model's b1 step is about
 {small_bound['step_us'] / small_bound['hbm_floor_us']:.1f}× its HBM floor: the GEMV at M ≤ 8 still streams the weights
 well below bandwidth (the next thing to fix), as cuBLASLt does at M = 32.
 {gemv_part}
