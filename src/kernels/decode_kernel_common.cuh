@@ -87,7 +87,8 @@ inline constexpr int kVector = 8;  // 2-byte elements per 16-byte load
 // of a vector independent: IEEE division branches per element, which
 // serialized them (one warp's latency is what these kernels pay for; H100,
 // tiny model b1: the FFN down GEMV's input took 2.2 us instead of 0.9, the
-// step 43.0 -> 40.7 us). For gate < -87, exp overflows and the quotient is 0, as silu's limit.
+// step 43.0 -> 40.7 us). For gate < -87, exp overflows and the quotient is
+// 0, silu's limit.
 __device__ inline float silu_mul(float gate, float up) {
   return __fdividef(gate, 1.0f + __expf(-gate)) * up;
 }
