@@ -141,6 +141,27 @@ class DecodeKernelsTest : public testing::GpuTest {
     stream_ = std::move(stream).value();
   }
   void Sync() { ASSERT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess); }
+
+  // Batch invariance: each of `positions`, run alone in a bucket of 1, gets
+  // the bits it got as row p of the full batch's [capacity, width] output.
+  // upload(p) returns position p's input on the device; run(input, batch, y)
+  // enqueues the kernel on stream_ and returns its cudaError_t.
+  template <class UploadInput, class Run>
+  void ExpectSameBitsAlone(const std::vector<std::uint16_t>& batch_out, int width,
+                           const std::vector<std::uint32_t>& positions, UploadInput upload,
+                           Run run) {
+    for (std::uint32_t p : positions) {
+      TestBatch one = MakeBatch(1, 1, 16);
+      const auto input = upload(p);
+      auto d_y1 = Poisoned<std::uint16_t>(width);
+      ASSERT_EQ(run(input.data(), one.view, d_y1.data()), cudaSuccess);
+      Sync();
+      const auto y1 = Download(d_y1);
+      ASSERT_TRUE(std::equal(y1.begin(), y1.end(), batch_out.begin() + std::size_t{p} * width))
+          << "position " << p << " differs between the full batch and a bucket of 1";
+    }
+  }
+
   Stream stream_;
 };
 
@@ -423,21 +444,18 @@ TEST_F(DecodeKernelsTest, GemvMatchesReference) {
     }
     ExpectWithin("gemv", dtype, reference::RelativeError(out, ref));
     ExpectUntouched(y_bits, out_features, active, capacity);
-    // Batch invariance: each live position alone in a bucket of 1 gets the
-    // same bits.
-    for (std::uint32_t p = 0; p < active; ++p) {
-      TestBatch one = MakeBatch(1, 1, 16);
-      auto d_x1 = Upload(std::vector<std::uint16_t>(x.begin() + p * in_features,
-                                                    x.begin() + (p + 1) * in_features));
-      auto d_y1 = Poisoned<std::uint16_t>(out_features);
-      ASSERT_EQ(EnqueueGemv(dtype, d_w.data(), out_features, in_features, d_x1.data(), one.view,
-                            d_y1.data(), stream_.get()),
-                cudaSuccess);
-      Sync();
-      const auto y1 = Download(d_y1);
-      ASSERT_TRUE(std::equal(y1.begin(), y1.end(), y_bits.begin() + p * out_features))
-          << "position " << p << " differs between a bucket of 9 and a bucket of 1";
-    }
+    std::vector<std::uint32_t> live(active);
+    std::iota(live.begin(), live.end(), 0u);
+    ExpectSameBitsAlone(
+        y_bits, out_features, live,
+        [&](std::uint32_t p) {
+          return Upload(std::vector<std::uint16_t>(x.begin() + p * in_features,
+                                                   x.begin() + (p + 1) * in_features));
+        },
+        [&](const std::uint16_t* x1, DecodeBatch one, std::uint16_t* y1) {
+          return EnqueueGemv(dtype, d_w.data(), out_features, in_features, x1, one, y1,
+                             stream_.get());
+        });
   }
 }
 
@@ -532,19 +550,15 @@ TEST_F(DecodeKernelsTest, RmsNormGemvMatchesReferenceAndTheSeparateKernels) {
     ExpectWithin("rms_norm_gemv", dtype, reference::RelativeError(out, ref));
     ExpectWithin("rms_norm_gemv_vs_separate", dtype, reference::RelativeError(out, two_kernels));
     ExpectUntouched(fused, out_features, active, capacity);
-    // Batch invariance: a position alone in a bucket of 1 gets the same bits.
-    for (std::uint32_t p : {0u, active - 1}) {
-      TestBatch one = MakeBatch(1, 1, 16);
-      auto d_row = Upload(std::vector<float>(hidden.begin() + p * d, hidden.begin() + (p + 1) * d));
-      auto d_y1 = Poisoned<std::uint16_t>(out_features);
-      ASSERT_EQ(EnqueueRmsNormGemv(config, d_w.data(), out_features, d_row.data(), d_norm.data(),
-                                   one.view, d_y1.data(), stream_.get()),
-                cudaSuccess);
-      Sync();
-      const auto y1 = Download(d_y1);
-      ASSERT_TRUE(std::equal(y1.begin(), y1.end(), fused.begin() + p * out_features))
-          << "position " << p << " differs between a bucket of 11 and a bucket of 1";
-    }
+    ExpectSameBitsAlone(
+        fused, out_features, {0u, active - 1},
+        [&](std::uint32_t p) {
+          return Upload(std::vector<float>(hidden.begin() + p * d, hidden.begin() + (p + 1) * d));
+        },
+        [&](const float* row, DecodeBatch one, std::uint16_t* y1) {
+          return EnqueueRmsNormGemv(config, d_w.data(), out_features, row, d_norm.data(), one, y1,
+                                    stream_.get());
+        });
   }
 }
 
