@@ -19,5 +19,7 @@ find_package(CCCL CONFIG REQUIRED
   HINTS "${CUDAToolkit_LIBRARY_DIR}/cmake/cccl" "${CUDAToolkit_LIBRARY_ROOT}/lib64/cmake/cccl")
 
 find_package(absl CONFIG REQUIRED)
+# baton_use_static_absl() (opt-in): the build calls it for its own programs;
+# the installed package config does not, so a consumer's Abseil stays linked
+# the way the consumer found it.
 include(BatonAbslStatic)
-baton_use_static_absl()

@@ -1,18 +1,18 @@
-# Installs baton::runtime as a CMake package: find_package(baton CONFIG).
+# Installs Baton as a CMake package: find_package(baton CONFIG) gives
+# baton::baton (the runtime and the decoder model) and each layer as
+# baton::<layer> (baton::runtime for a program without the model).
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# baton_dp (the dynamic-parallelism engine) is a link dependency of the static
-# baton_runtime, so it ships in the same export.
-install(TARGETS baton_runtime baton_dp EXPORT batonTargets
+# Every layer is a static library, so a consumer links them all; the model's
+# dynamic-parallelism device link ships beside them. Only include/baton/ is
+# installed: internal headers and the fixtures never are.
+get_property(baton_layer_targets GLOBAL PROPERTY BATON_LAYER_TARGETS)
+install(TARGETS ${baton_layer_targets} baton_model_dp baton_all EXPORT batonTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(folder IN LISTS BATON_SOURCE_FOLDERS)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/${folder}/baton
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
-endforeach()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/baton DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 set(BATON_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/baton)
 install(EXPORT batonTargets NAMESPACE baton:: DESTINATION ${BATON_CMAKE_INSTALL_DIR})

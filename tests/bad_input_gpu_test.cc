@@ -12,9 +12,9 @@
 #include "baton/bucket_table.h"
 #include "baton/cublaslt_matmul.h"
 #include "baton/cuda_resources.h"
-#include "baton/decode_kernels.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
+#include "kernels/decode_kernels.h"
 #include "support/gpu_test.h"
 
 namespace baton {

@@ -1,5 +1,5 @@
-#include "batch_ops.cuh"
 #include "batch_ops_test_kernels.h"
+#include "scheduler/batch_ops.cuh"
 
 namespace baton::test {
 namespace {

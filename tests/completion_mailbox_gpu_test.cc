@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "baton/completion_mailbox.h"
 #include "baton/cuda_resources.h"
+#include "completion/completion_mailbox.h"
 #include "mailbox_test_kernels.h"
 #include "support/gpu_test.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "baton/completion_mailbox.h"
+#include "completion/completion_mailbox.h"
 
 namespace baton {
 namespace {

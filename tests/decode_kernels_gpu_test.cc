@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "baton/cuda_resources.h"
-#include "baton/decode_kernels.h"
-#include "baton/half_bits.h"
+#include "kernels/decode_kernels.h"
+#include "kernels/half_bits.h"
 #include "support/decode_reference.h"
 #include "support/gpu_test.h"
 

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "baton/decode_kernels.h"
-#include "baton/decoder_config_check.h"
-#include "baton/decoder_weights.h"
-#include "baton/half_bits.h"
+#include "kernels/decode_kernels.h"
+#include "kernels/decoder_config_check.h"
+#include "kernels/decoder_weights.h"
+#include "kernels/half_bits.h"
 #include "support/decode_reference.h"
 #include "support/gpu_test.h"
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "baton/decoder_model.h"
-#include "baton/decoder_weights.h"
 #include "baton/runtime.h"
+#include "kernels/decoder_weights.h"
 #include "support/decoder_runs.h"
 #include "support/gpu_test.h"
 #include "support/model_reference.h"
@@ -37,7 +37,6 @@ namespace {
 
 using testing::CheckAgainstReference;
 using testing::CheckCompletionRules;
-using testing::EngineLabel;
 using testing::Outcome;
 using testing::RandomPrompt;
 using testing::RandomRequests;
@@ -76,7 +75,7 @@ TEST_F(DecoderDynamicParallelismTest, ContinuousBatchingMatchesTheGraphEngines) 
       run.buckets = {1, 4, 8, 16, 32};
       run.chunk = 97;
       runs.push_back(RunRequests(*model, requests, run).outcomes);
-      labels.push_back(EngineLabel(engine));
+      labels.push_back(EngineName(engine));
     }
     // Another mix of batches on the same engine: everything at once.
     RunOptions all_at_once;

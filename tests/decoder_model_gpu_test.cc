@@ -27,8 +27,9 @@
 #include <vector>
 
 #include "baton/decoder_model.h"
-#include "baton/decoder_weights.h"
 #include "baton/runtime.h"
+#include "kernels/decode_kernels.h"
+#include "kernels/decoder_weights.h"
 #include "support/decode_reference.h"
 #include "support/decoder_runs.h"
 #include "support/gpu_test.h"
@@ -39,7 +40,6 @@ namespace {
 
 using testing::CheckAgainstReference;
 using testing::CheckCompletionRules;
-using testing::EngineLabel;
 using testing::Outcome;
 using testing::RandomPrompt;
 using testing::RandomRequests;
@@ -236,7 +236,7 @@ TEST_F(DecoderModelTest, ContinuousBatchingCompletesEveryRequestOnceOnEveryEngin
   std::vector<std::string> labels;
   for (Engine engine : kEngines) {
     runs.push_back(RunOn(*model, engine, requests, {1, 4, 8, 16, 32}, 97));
-    labels.push_back(EngineLabel(engine));
+    labels.push_back(EngineName(engine));
   }
   runs.push_back(RunOn(*model, kEngines[0], requests, {32}, 1000));
   labels.push_back("tail-launch, one bucket, all at once");

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "baton/runtime.h"
-#include "baton/synthetic_step.h"
+#include "fixtures/synthetic_step.h"
 #include "support/completion_ledger.h"
 #include "support/gpu_test.h"
 

@@ -1,4 +1,4 @@
-#include "baton/completion_mailbox.cuh"
+#include "completion/completion_mailbox.cuh"
 #include "mailbox_test_kernels.h"
 
 namespace baton::test {

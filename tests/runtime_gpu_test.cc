@@ -15,8 +15,8 @@
 #include "baton/bucket_table.h"
 #include "baton/cuda_resources.h"
 #include "baton/runtime.h"
+#include "engines/scheduler_nodes.h"
 #include "runtime_test_kernels.h"
-#include "scheduler_node.h"
 #include "support/completion_ledger.h"
 #include "support/gpu_test.h"
 
@@ -315,7 +315,7 @@ TEST_F(RuntimeFailureTest, SchedulerOutsideAGraphIsRefused) {
 // scheduler's tail launch of the same bucket graph fail: the failure surfaces
 // as a Status naming it, the loop stops for good, and Abort hands back every
 // item, so none is lost. Tail-launch engine only: a device launch inside a
-// conditional body hangs (../shared/DESIGN.md).
+// conditional body hangs (docs/DESIGN.md).
 TEST_F(RuntimeFailureTest, SelfLaunchLimitHitOnPurposeIsAStatusAndLosesNoWork) {
   BATON_ASSERT_OK_AND_ASSIGN(auto flag, DeviceBuffer<std::uint32_t>::Create(1));
   BATON_ASSERT_OK_AND_ASSIGN(auto runs, DeviceBuffer<std::uint32_t>::Create(16));

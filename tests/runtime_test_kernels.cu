@@ -1,6 +1,6 @@
 #include <cuda/atomic>
 
-#include "baton/step_launch.cuh"
+#include "baton/step_kernel.cuh"
 #include "runtime_test_kernels.h"
 
 namespace baton::test {

@@ -11,6 +11,7 @@
 #include "baton/device_error.h"
 #include "baton/device_error_word.h"
 #include "baton/status.h"
+#include "kernels/cublas_status.h"
 
 namespace baton {
 namespace {

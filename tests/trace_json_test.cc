@@ -10,7 +10,7 @@
 #include "baton/engine.h"
 #include "baton/runtime.h"
 #include "baton/trace.h"
-#include "progress_watchdog.h"
+#include "runtime/progress_watchdog.h"
 
 namespace baton {
 namespace {

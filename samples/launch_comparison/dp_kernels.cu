@@ -1,7 +1,7 @@
 // Dynamic parallelism: the raw mechanism lives in Baton's separately compiled
 // library (baton_dp, dp_floor.h): one executable holds only one device link
 // with cudadevrt, and the DP engine's is that one.
-#include "dp_floor.h"
+#include "fixtures/dp_floor.h"
 #include "launch_comparison/loop_state.h"
 
 namespace baton::samples {

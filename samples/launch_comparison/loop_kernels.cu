@@ -1,7 +1,7 @@
 #include <cooperative_groups.h>
 
 #include "baton/device_launch.cuh"
-#include "baton/step_launch.cuh"
+#include "baton/step_kernel.cuh"
 #include "launch_comparison/step_kernels.cuh"
 
 namespace baton::samples {

@@ -21,11 +21,11 @@
 #include "baton/runtime.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
-#include "baton/synthetic_step.h"
 #include "baton/trace.h"
 #include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
+#include "fixtures/synthetic_step.h"
 #include "launch_comparison/loop_state.h"
 
 ABSL_FLAG(std::string, kernels, "1,3,10,30", "comma-separated kernels per step (K), each <= 32");

@@ -6,7 +6,7 @@
 #include <cub/warp/warp_reduce.cuh>
 #include <cuda/functional>
 
-#include "decode_kernel_common.cuh"
+#include "kernels/decode_kernel_common.cuh"
 
 namespace baton::detail::decode {
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/status.h"
+#include "kernels/cublas_status.h"
 
 namespace baton {
 namespace {

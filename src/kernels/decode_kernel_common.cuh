@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "baton/decode_kernels.h"
-#include "baton/step_launch.cuh"
+#include "baton/step_kernel.cuh"
+#include "kernels/decode_kernels.h"
 
 namespace baton::detail::decode {
 

@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <utility>
 
-#include "attention_body.cuh"
-#include "baton/decode_kernels.h"
-#include "baton/step_launch.cuh"
-#include "decode_kernel_common.cuh"
-#include "gemv_body.cuh"
-#include "row_kernel_body.cuh"
-#include "select_body.cuh"
+#include "baton/step_kernel.cuh"
+#include "kernels/attention_body.cuh"
+#include "kernels/decode_kernel_common.cuh"
+#include "kernels/decode_kernels.h"
+#include "kernels/gemv_body.cuh"
+#include "kernels/row_kernel_body.cuh"
+#include "kernels/select_body.cuh"
 
 namespace baton {
 namespace {

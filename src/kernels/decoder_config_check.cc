@@ -1,4 +1,4 @@
-#include "baton/decoder_config_check.h"
+#include "kernels/decoder_config_check.h"
 
 #include <cmath>
 

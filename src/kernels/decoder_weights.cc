@@ -1,10 +1,10 @@
-#include "baton/decoder_weights.h"
+#include "kernels/decoder_weights.h"
 
 #include <cmath>
 
-#include "baton/decoder_config_check.h"
-#include "baton/half_bits.h"
 #include "baton/status.h"
+#include "kernels/decoder_config_check.h"
+#include "kernels/half_bits.h"
 
 namespace baton {
 namespace {

@@ -28,7 +28,7 @@
 #include <type_traits>
 
 #include "baton/config.h"
-#include "decode_kernel_common.cuh"
+#include "kernels/decode_kernel_common.cuh"
 
 namespace baton::detail::decode {
 

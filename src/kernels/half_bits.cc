@@ -1,4 +1,4 @@
-#include "baton/half_bits.h"
+#include "kernels/half_bits.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -5,7 +5,7 @@
 
 #include <cub/block/block_reduce.cuh>
 
-#include "decode_kernel_common.cuh"
+#include "kernels/decode_kernel_common.cuh"
 
 namespace baton::detail::decode {
 

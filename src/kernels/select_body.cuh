@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "baton/config.h"
-#include "decode_kernel_common.cuh"
+#include "kernels/decode_kernel_common.cuh"
 
 namespace baton::detail::decode {
 

@@ -1,14 +1,16 @@
-// The decoder model's step as a device step program (DeviceStepKind::kDecoder):
+// The decoder model's step as a device step program (its DeviceStepProgram):
 // everything the step needs, in one struct the model keeps in device memory.
 // The dynamic-parallelism scheduler reads it and launches the same kernel
 // bodies the graph path captures (src/dynamic_parallelism/dp_decoder_step.cu),
 // with grids sized for the actual batch. Internal; Abseil-free.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 
-#include "baton/decode_kernels.h"
 #include "decoder_step.h"
+#include "kernels/decode_kernels.h"
 
 namespace baton::detail {
 
@@ -38,5 +40,11 @@ struct DecoderDeviceStep {
   void* logits = nullptr;
   SamplingParams sampling{0.0f, 0};  // temperature <= 0: greedy
 };
+
+// DeviceStepProgram::launch of the decoder model: Baton's dynamic-parallelism
+// scheduler compiled into the model's own device link (dp_decoder_step.cu),
+// `params` a DecoderDeviceStep in device memory.
+[[nodiscard]] cudaError_t LaunchDecoderDynamicParallelism(const void* scheduler, const void* params,
+                                                          cudaStream_t stream);
 
 }  // namespace baton::detail

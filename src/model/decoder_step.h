@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-#include "baton/decode_kernels.h"
-#include "baton/decoder_model_types.h"
 #include "baton/step_args.h"
+#include "decoder_model_types.h"
+#include "kernels/decode_kernels.h"
 
 namespace baton::detail {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cuda/ptx>
 
-#include "baton/step_launch.cuh"
+#include "baton/step_kernel.cuh"
 #include "decoder_step.h"
 
 namespace baton::detail {

@@ -1,9 +1,9 @@
 #include <cstdint>
 
-#include "baton/step_launch.cuh"
+#include "baton/step_kernel.cuh"
 #include "decoder_step.h"
 #include "decoder_step_body.cuh"
-#include "select_body.cuh"
+#include "kernels/select_body.cuh"
 
 namespace baton::detail {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "batch_book.h"
 #include "baton/step_args.h"
+#include "scheduler/batch_book.h"
 
 namespace baton::detail {
 

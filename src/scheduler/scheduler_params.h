@@ -1,19 +1,20 @@
-// Everything a scheduler kernel needs, passed by value and baked into the
-// graphs at capture time, plus the small control/status blocks it shares with
-// the host. Abseil-free.
+// Everything the scheduler's decision (scheduler/decide.cuh) reads and
+// writes, plus the small control/status blocks it shares with the host. The
+// engines wrap it with what only they need (engines/engine_params.h).
+// Abseil-free.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "batch_book.h"
 #include "baton/bucket_entry.h"
 #include "baton/completion.h"
 #include "baton/engine.h"
 #include "baton/step_args.h"
 #include "baton/work_item.h"
-#include "scheduler_observers.h"
+#include "scheduler/batch_book.h"
+#include "trace/trace_ring_view.h"
 
 namespace baton::detail {
 
@@ -34,18 +35,7 @@ struct SchedulerCounters {
   unsigned long long exits = 0;            // times the loop ended
   std::uint32_t step_pending = 0;          // a step was launched and not yet retired
   std::uint32_t error_word = 0;            // first device error (device_error_word.h)
-  // Conditional engine with several buckets: an inner scheduler decided a step
-  // in another bucket; the outer scheduler only points the SWITCH at it.
-  std::uint32_t decision_carried = 0;
-  std::uint32_t pad = 0;
 };
-
-// Where a conditional-engine scheduler node sits. With one bucket:
-//   [kLoop] -> WHILE(continue) { step; kLoop }
-// With several, the SWITCH is paid only when the bucket changes:
-//   WHILE(continue) { kOuter; SWITCH(bucket) {
-//     b: [step_b; kInner(b); WHILE(stay_b) { step_b; kInner(b) }] } }
-enum class ConditionalRole : std::uint32_t { kLoop = 0, kOuter = 1, kInner = 2 };
 
 // Device -> host, in MAPPED host memory: written once per exit (plain posted
 // stores, then `exits` with a system-scope release), read by the host without
@@ -64,6 +54,13 @@ struct EngineStatus {
 
 inline constexpr std::uint32_t kNoBucket = 0xffffffffu;
 
+// What the scheduler publishes for the host to watch the loop without
+// synchronizing: when on, the device trace ring. (The watchdog needs nothing
+// here: it reads the step counter through the copy engine.)
+struct SchedulerObservers {
+  TraceRing trace;
+};
+
 struct SchedulerParams {
   WorkQueueView queue;
   MailboxView mailbox;
@@ -73,12 +70,6 @@ struct SchedulerParams {
   SchedulerControl* control = nullptr;    // device memory
   SchedulerCounters* counters = nullptr;  // device memory
   EngineStatus* status = nullptr;         // mapped host memory (device pointer)
-  // Conditional engine only: the WHILE and SWITCH handles the scheduler sets.
-  cudaGraphConditionalHandle while_handle = 0;
-  cudaGraphConditionalHandle switch_handle = 0;
-  // Multi-bucket conditional engine: each bucket body's inner WHILE handle.
-  const cudaGraphConditionalHandle* stay_handles = nullptr;  // device [buckets.count]
-  // The watchdog's progress word and the device trace (scheduler_observers.h).
   SchedulerObservers observers;
 };
 

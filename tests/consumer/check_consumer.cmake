@@ -1,6 +1,9 @@
 # Installs the build tree into a scratch prefix, builds tests/consumer against
-# it with find_package(baton CONFIG), and runs the result.
-# Inputs: BATON_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, CMAKE_CUDA_ARCHITECTURES.
+# it with find_package(baton CONFIG), runs the result (without a GPU it says
+# so and succeeds: linking is what this machine can check) and leaves it in
+# BIN_DIR as install_consumer, which the GPU suite runs on a GPU.
+# Inputs: BATON_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, CMAKE_CUDA_ARCHITECTURES,
+# BATON_SNIPPET, BIN_DIR.
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 
@@ -15,7 +18,9 @@ endfunction()
 
 run_step("install" ${CMAKE_COMMAND} --install "${BATON_BUILD_DIR}" --prefix "${prefix}")
 run_step("configure consumer" ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build"
-  -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+  -G Ninja -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+  -DCMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES} -DBATON_SNIPPET=${BATON_SNIPPET})
 run_step("build consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run_step("run consumer" "${WORK_DIR}/build/baton_consumer")
 message(STATUS "${step_output}")
+file(COPY_FILE "${WORK_DIR}/build/baton_consumer" "${BIN_DIR}/install_consumer")

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "baton/half_bits.h"
+#include "kernels/half_bits.h"
 
 namespace baton::reference {
 

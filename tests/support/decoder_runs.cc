@@ -48,18 +48,6 @@ std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config, std::size
   return requests;
 }
 
-const char* EngineLabel(Engine engine) {
-  switch (engine) {
-    case Engine::kTailLaunch:
-      return "tail-launch";
-    case Engine::kConditional:
-      return "conditional";
-    case Engine::kDynamicParallelism:
-      return "dynamic parallelism";
-  }
-  return "unknown engine";
-}
-
 RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
                       const RunOptions& run) {
   RunResult result;
@@ -78,7 +66,7 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
   const absl::Status started = (*runtime)->Start(run.engine);
   EXPECT_TRUE(started.ok()) << started;
   if (!registered.ok() || !started.ok()) return result;
-  const char* label = EngineLabel(run.engine);
+  const char* label = EngineName(run.engine);
   std::vector<Completion> out(64);
   std::size_t submitted = 0, completed = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

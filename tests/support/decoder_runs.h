@@ -31,8 +31,6 @@ namespace baton::testing {
 [[nodiscard]] std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config,
                                                         std::size_t count);
 
-[[nodiscard]] const char* EngineLabel(Engine engine);
-
 struct Outcome {
   std::uint32_t value = 0;
   std::uint32_t steps = 0;

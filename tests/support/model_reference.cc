@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "baton/half_bits.h"
+#include "kernels/half_bits.h"
 #include "support/decode_reference.h"
 
 namespace baton::reference {

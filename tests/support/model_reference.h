@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "baton/decoder_weights.h"
+#include "kernels/decoder_weights.h"
 
 namespace baton::reference {
 

@@ -1,0 +1,74 @@
+// What one decode step does, as the runtime's engines run it: a StepProgram.
+//
+// The graph engines (tail-launch, conditional) capture `enqueue` once per
+// batch-size bucket; the dynamic-parallelism engine launches the program's
+// kernels from the device (`device_step`). Include baton/runtime.h to run a
+// program; write its kernels with baton/step_kernel.cuh.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "baton/step_args.h"
+
+namespace baton {
+
+// What a step program's enqueue function is told for each bucket it captures.
+struct StepContext {
+  std::uint32_t bucket_size = 0;  // the graph serves batches up to this size
+  StepArgs args;                  // device arrays the step's kernels read/write
+};
+
+// A step the dynamic-parallelism engine launches from device code. Device
+// code can launch only kernels linked into its own device link, and a
+// program may hold only one device link that uses the device runtime
+// (docs/DESIGN.md), so a device step comes from a library that compiled
+// Baton's dynamic-parallelism scheduler together with its step kernels
+// (engines/dp_scheduler.cuh): the decoder model is one (DecoderModel::
+// MakeStepProgram); launch_comparison's synthetic step, a benchmark fixture,
+// is another.
+struct DeviceStepProgram {
+  // Launches the scheduler chain on `stream`: a one-warp kernel that decides
+  // each step (the same decision as every engine), launches the step's
+  // kernels into the tail-launch stream with grids sized for the actual
+  // batch, then itself, until a decision ends the loop. `scheduler` is the
+  // runtime's scheduler parameters (device memory), `params` the step's.
+  using Launch = cudaError_t (*)(const void* scheduler, const void* params, cudaStream_t stream);
+  Launch launch = nullptr;
+  const void* params = nullptr;  // DEVICE pointer to the step's parameters
+  // Largest RuntimeOptions::max_batch the params serve (e.g. per-slot state
+  // sized for it); 0 means any.
+  std::uint32_t max_batch = 0;
+  // The option that sized them, named in the refusal when max_batch is too
+  // small (e.g. "DecoderModelOptions::max_batch").
+  const char* max_batch_option = nullptr;
+
+  [[nodiscard]] bool is_valid() const { return launch != nullptr && params != nullptr; }
+  [[nodiscard]] bool present() const { return launch != nullptr || params != nullptr; }
+};
+
+// What one decode step does. `enqueue` is captured once per bucket (and per
+// engine): it must put the step's kernels on the given stream, sized for
+// `bucket_size`, reading the live batch from ctx.args at run time, and call
+// baton::finish_item for the items it completes. A step may run with
+// header->batch == 0 (the graph engines empty the later steps of a
+// multi-step graph when the next step belongs to another bucket): it must
+// then do nothing. Kernels only (plus memcpy and memset); anything else is
+// refused with a Status naming the node.
+//
+// A program with a device step may leave `enqueue` and `buckets` empty (it
+// then runs on the dynamic-parallelism engine only) and may serve a
+// max_batch above its largest bucket (the graph engines then refuse to start).
+struct StepProgram {
+  std::string name = "step";
+  std::vector<std::uint32_t> buckets;  // strictly increasing batch sizes
+  std::function<absl::Status(const StepContext&, cudaStream_t)> enqueue;
+  DeviceStepProgram device_step;  // optional: for Engine::kDynamicParallelism
+};
+
+}  // namespace baton

@@ -1,0 +1,63 @@
+// One engine behind one small interface: what it captures and certifies, how
+// it is launched from the host, what it resets after an abort, and what it
+// adds to a device failure's Status. The runtime (src/host) owns the loop's
+// device state and lifecycle and talks to engines only through this.
+//
+//   tail-launch         engines/tail_launch_engine.cc          one device launch per graph of n
+//   steps conditional         engines/conditional_engine.cc          one host-launched WHILE/SWITCH
+//   graph dynamic-parallelism engines/dynamic_parallelism_engine.cc  the program's device step
+//
+// Internal.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "baton/engine.h"
+#include "baton/step_program.h"
+#include "scheduler/scheduler_params.h"
+
+namespace baton::detail {
+
+// What the runtime hands an engine when it prepares it.
+struct EngineSetup {
+  // The decision's parameters: the runtime's queue, mailbox, step arguments,
+  // batch book, control, counters, status and trace (no bucket table yet).
+  SchedulerParams scheduler;
+  std::uint32_t max_batch = 0;
+  // Graph engines: steps per bucket graph (tail-launch) or loop body
+  // (conditional), RuntimeOptions::tail_steps_per_launch /
+  // conditional_steps_per_iteration.
+  std::uint32_t steps_per_graph = 1;
+  // Each certified or built graph's name starts with this (Status messages).
+  std::string program_name;
+};
+
+class EngineDriver {
+ public:
+  virtual ~EngineDriver() = default;
+  [[nodiscard]] virtual Engine kind() const = 0;
+  // Captures, certifies and uploads what the engine runs and writes its
+  // parameters to device memory. Once per runtime; later calls do nothing.
+  [[nodiscard]] virtual absl::Status Prepare(const StepProgram& program,
+                                             const EngineSetup& setup) = 0;
+  // One run of the device loop, launched from the host on `stream`.
+  [[nodiscard]] virtual absl::Status Launch(cudaStream_t stream) = 0;
+  // Forgets any step decision the engine carried between nodes (Abort ended
+  // the loop and emptied the batch).
+  [[nodiscard]] virtual absl::Status Reset() { return absl::OkStatus(); }
+  // Adds what this engine knows to a device failure's Status.
+  [[nodiscard]] virtual absl::Status ExplainFailure(absl::Status why,
+                                                    std::uint32_t /*error_word*/) const {
+    return why;
+  }
+};
+
+[[nodiscard]] std::unique_ptr<EngineDriver> CreateEngineDriver(Engine engine);
+
+}  // namespace baton::detail

@@ -1,0 +1,31 @@
+// Which engines a step program can start on (internal; the runtime calls
+// these from ValidateStepProgram and Start). A device step changes the
+// answer: it needs no graphs and serves batches above every bucket.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "baton/bucket_entry.h"
+#include "baton/engine.h"
+#include "baton/step_program.h"
+
+namespace baton::detail {
+
+// Part of ValidateStepProgram: the device step, if any, is well formed and
+// serves `max_batch` (RuntimeOptions::max_batch).
+[[nodiscard]] absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_batch);
+
+// At Start: FailedPrecondition (naming what to set) when `program` cannot run
+// on `engine`.
+[[nodiscard]] absl::Status CheckProgramFitsEngine(const StepProgram& program,
+                                                  std::uint32_t max_batch, Engine engine);
+
+// The sizes the dynamic-parallelism scheduler chooses among: the program's
+// buckets, plus max_batch when it lies above them all (a batch outside every
+// bucket still runs: the grids follow the actual batch). No graph handles.
+[[nodiscard]] std::vector<DeviceBucketEntry> DynamicParallelismSizes(const StepProgram& program,
+                                                                     std::uint32_t max_batch);
+
+}  // namespace baton::detail

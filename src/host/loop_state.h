@@ -1,0 +1,82 @@
+// The device state of one runtime's loop: the work queue, the completion
+// mailbox, the step arguments and the scheduler's book, control block,
+// counters and status, the trace ring, and the two streams (engines are
+// launched on one, the host's control copies use the other). Internal to the
+// runtime: allocation and the host's reads and writes of that state, nothing
+// about the lifecycle.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "baton/cuda_resources.h"
+#include "baton/runtime.h"
+#include "baton/work_queue.h"
+#include "completion/completion_mailbox.h"
+#include "scheduler/scheduler_params.h"
+#include "trace/trace_ring.h"
+
+namespace baton::detail {
+
+// The queue behind a runtime: the scheduler pops a warp (32 items) at a time.
+[[nodiscard]] WorkQueueOptions QueueOptionsFor(const RuntimeOptions& options);
+
+class LoopState {
+ public:
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<LoopState>> Create(
+      const RuntimeOptions& options);
+
+  // What step kernels read (baked into the captured graphs).
+  [[nodiscard]] StepArgs args() const;
+  // The decision's parameters, without a bucket table (engines add theirs).
+  [[nodiscard]] SchedulerParams scheduler_params() const;
+
+  WorkQueue& queue() { return queue_; }
+  CompletionMailbox& mailbox() { return mailbox_; }
+  [[nodiscard]] const DeviceTraceRing& trace() const { return trace_; }
+  [[nodiscard]] cudaStream_t launch_stream() const { return launch_stream_.get(); }
+  [[nodiscard]] cudaStream_t control_stream() const { return control_stream_.get(); }
+  // What the device published at its last exit (mapped host memory).
+  [[nodiscard]] const EngineStatus& status() const { return *status_.host(); }
+  // The exit epoch, read with acquire ordering (fields above are valid for it).
+  [[nodiscard]] std::uint64_t exits() const;
+
+  // Every slot free, nothing active (at creation and after Abort).
+  [[nodiscard]] absl::Status ResetBatch();
+  // Host -> device control through the copy engine, so it lands while the
+  // loop runs without needing an SM or a bus read per step on the device.
+  [[nodiscard]] absl::Status WriteControl(const SchedulerControl& control);
+  // Snapshots through the copy engine: no SM is needed, the loop keeps running.
+  [[nodiscard]] absl::StatusOr<SchedulerCounters> ReadCounters() const;
+  [[nodiscard]] absl::StatusOr<std::uint64_t> ReadSteps() const;
+  // The active items (call only once the loop has ended).
+  [[nodiscard]] absl::StatusOr<std::vector<WorkItem>> ReadActiveItems() const;
+
+ private:
+  LoopState() = default;
+  absl::Status Init(const RuntimeOptions& options);
+
+  std::uint32_t max_batch_ = 0;
+  WorkQueue queue_;
+  CompletionMailbox mailbox_;
+  Stream launch_stream_;
+  Stream control_stream_;
+  DeviceBuffer<StepHeader> header_;
+  DeviceBuffer<WorkItem> items_;
+  DeviceBuffer<std::uint32_t> words_;  // slots, item_steps, finished, results
+  DeviceBuffer<BatchCounts> counts_;
+  DeviceBuffer<std::uint32_t> free_slots_;
+  DeviceBuffer<Completion> retired_;
+  DeviceBuffer<SchedulerControl> control_;
+  DeviceBuffer<SchedulerCounters> counters_;
+  MappedHostBuffer<EngineStatus> status_;
+  MappedHostBuffer<SchedulerControl> control_staging_;
+  DeviceTraceRing trace_;
+};
+
+}  // namespace baton::detail

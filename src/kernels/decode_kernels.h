@@ -1,0 +1,220 @@
+// The decode-step kernels of the small decoder-only transformer (issue 6):
+// one new token for each of a batch of sequences. Storage is the config's
+// fp16/bf16, accumulation fp32; the residual stream stays fp32 between layers.
+// No Abseil (plain cudaError_t launchers), so step programs in .cu and .cc
+// files and the dynamic-parallelism fallback can all use them.
+//
+// Batch layout (as baton/step_args.h gives it): activations are indexed by
+// the batch *position* p in [0, capacity); per-sequence state (KV cache,
+// positions) by the sequence's stable *slot*. Every kernel covers `capacity`
+// positions (the bucket size, fixed at capture) and reads the live count
+// *active at run time, so a captured graph serves any batch up to capacity.
+// Positions >= *active are never written.
+//
+// Every launcher returns cudaErrorInvalidValue for shapes it cannot run
+// (ValidateDecoderConfig on the host names the reason; rows of d_model, ffn,
+// vocab and heads * head_dim elements must be multiples of 8 and device
+// pointers 16-byte aligned) and otherwise the launch's error; capacity 0
+// launches nothing.
+//
+// Kernels are launched with programmatic dependent launch
+// (baton/step_launch.cuh): each may start while the node before it still
+// runs and reads nothing an earlier node wrote until that node is done, so a
+// captured chain of them behaves like plain stream order.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "baton/decoder_config.h"
+
+namespace baton {
+
+struct DecodeBatch {
+  const std::uint32_t* active = nullptr;    // device: live positions (e.g. &StepHeader::batch)
+  std::uint32_t capacity = 0;               // positions the launch covers
+  const std::uint32_t* slots = nullptr;     // device [capacity]: slot of the sequence at p
+  const std::int32_t* positions = nullptr;  // device [max_slots], by slot: this token's index in
+                                            // its sequence (= tokens already in its KV cache)
+  std::uint32_t max_slots = 0;              // slots >= max_slots are skipped (never indexed)
+  // True when *active, slots and positions were all written before the node
+  // in front of the kernel began (by the scheduler and a step-begin node two
+  // or more nodes back), and so were the residual stream a residual-add GEMV
+  // adds to and the KV-cache rows before each sequence's position. A decode
+  // kernel lets the next one launch only after its own wait (unless
+  // launch_next_early), so such data is final when a kernel starts, and it
+  // is read before the wait, off the step's critical path. Leave false (the
+  // default) when the kernel just before may write them.
+  bool settled = false;
+  // Lets the next node launch as soon as this kernel starts rather than
+  // after this kernel's wait, so that the next node's prologue (constant
+  // weights, settled data) overlaps this kernel's whole run instead of only
+  // its work after the wait. The next node may then start while this
+  // kernel's predecessor still runs (and, if that one launched early too,
+  // while the one before it runs): set it only when every read the next node
+  // makes before its wait (none unless it is settled) is of data final by
+  // then. Measured on an H200: the step's attention kernels start their
+  // KV-cache loads late enough otherwise to cost about 1 us each.
+  bool launch_next_early = false;
+};
+
+// KV cache of one layer, [max_slots, heads, max_context, head_dim] for keys
+// and values alike, in the config's dtype.
+struct KvCacheLayer {
+  void* keys = nullptr;
+  void* values = nullptr;
+};
+
+// hidden[p] = embedding[tokens[p]] (fp32). A token outside [0, vocab) gives a
+// zero row instead of reading out of bounds (the host validates prompts).
+[[nodiscard]] cudaError_t EnqueueEmbedding(const DecoderConfig& config, const void* embedding,
+                                           const std::int32_t* tokens, DecodeBatch batch,
+                                           float* hidden, cudaStream_t stream);
+
+// out[p] = hidden[p] / sqrt(mean(hidden[p]^2) + eps) * weight, rounded to the
+// dtype (the input of the next GEMM).
+[[nodiscard]] cudaError_t EnqueueRmsNorm(const DecoderConfig& config, const float* hidden,
+                                         const void* weight, DecodeBatch batch, void* out,
+                                         cudaStream_t stream);
+
+// hidden[p] += delta[p] (delta [capacity, d_model] in the dtype): the
+// residual connection after the attention output and FFN down projections.
+[[nodiscard]] cudaError_t EnqueueResidualAdd(const DecoderConfig& config, float* hidden,
+                                             const void* delta, DecodeBatch batch,
+                                             cudaStream_t stream);
+
+// EnqueueEmbedding then EnqueueRmsNorm(hidden, weight) -> out, as one kernel
+// (the step's first layer input), with the same results.
+[[nodiscard]] cudaError_t EnqueueEmbeddingRmsNorm(const DecoderConfig& config,
+                                                  const void* embedding, const std::int32_t* tokens,
+                                                  const void* weight, DecodeBatch batch,
+                                                  float* hidden, void* out, cudaStream_t stream);
+
+// EnqueueResidualAdd then EnqueueRmsNorm(hidden, weight) -> out, as one
+// kernel (every residual connection is followed by a norm), with the same
+// results: hidden bit-identical, out rounded once from fp32.
+[[nodiscard]] cudaError_t EnqueueResidualAddRmsNorm(const DecoderConfig& config, float* hidden,
+                                                    const void* delta, const void* weight,
+                                                    DecodeBatch batch, void* out,
+                                                    cudaStream_t stream);
+
+// RoPE on q and k of qkv[p] = q | k | v (each heads * head_dim) at the
+// sequence's position pos = positions[slot]: pairs (2i, 2i+1) of each head
+// rotate by pos * rope_theta^(-2i / head_dim). q is rotated in place; the
+// rotated k and v are appended to the cache at [slot][head][pos]. A position
+// outside [0, max_context) writes nothing (attention then outputs zeros).
+[[nodiscard]] cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, void* qkv,
+                                              KvCacheLayer cache, DecodeBatch batch,
+                                              cudaStream_t stream);
+
+// out[p][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
+// cache entries [0, pos] (its context, this token included), for the q in
+// qkv[p]. One block per (position, head); the softmax subtracts the row max.
+[[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
+                                                 KvCacheLayer cache, DecodeBatch batch, void* out,
+                                                 cudaStream_t stream);
+
+// EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel: each
+// (position, head) block rotates its head's q (in place) and k, appends k and
+// v at pos, then attends over [0, pos]. Same results and contract.
+[[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, void* qkv,
+                                               KvCacheLayer cache, DecodeBatch batch, void* out,
+                                               cudaStream_t stream);
+
+// out[p][i] = silu(gate_up[p][i]) * gate_up[p][ffn + i]; silu(g) = g / (1 + e^-g).
+[[nodiscard]] cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up,
+                                         DecodeBatch batch, void* out, cudaStream_t stream);
+
+// tokens[p] = argmax_i logits[p][i] (logits [capacity, vocab]). Ties go to the
+// lowest index; NaN counts as -inf (so a row of NaNs yields token 0).
+[[nodiscard]] cudaError_t EnqueueArgmax(const DecoderConfig& config, const void* logits,
+                                        DecodeBatch batch, std::int32_t* tokens,
+                                        cudaStream_t stream);
+
+// Seeded sampling with the Gumbel-max trick: tokens[p] = argmax_i
+// (logits[p][i] / temperature + g_i), g_i = -log(-log(u_i)), which draws from
+// softmax(logits / temperature). u_i comes from curand's stateless Philox
+// 4x32-10: curand_init(seed, subsequence = sequence_ids[p], offset = step *
+// vocab + i) then one curand() call, whose 32 bits b give u = ((b >> 9) +
+// 0.5) * 2^-23 (exact in fp32, strictly inside (0, 1)). So a token depends only on (seed,
+// sequence id, the sequence's step, logits): not on batch position, bucket or
+// engine, and steps of one sequence never reuse a counter. temperature <= 0
+// means greedy (EnqueueArgmax's rule, ties included).
+[[nodiscard]] cudaError_t EnqueueSample(const DecoderConfig& config, const void* logits,
+                                        DecodeBatch batch, SamplingParams params,
+                                        const std::uint64_t* sequence_ids,
+                                        const std::uint32_t* sequence_steps, std::int32_t* tokens,
+                                        cudaStream_t stream);
+
+// The runtime's own GEMV (DecoderGemm::kBatonGemv): y[p] = W · x[p], W
+// [out_features, in_features] row-major, x [capacity, in_features], y
+// [capacity, out_features], all in `dtype`, fp32 accumulation. Batch
+// invariant: y[p] is bit-identical whatever the capacity, *active or p.
+// in_features must be a multiple of 8 and W, x 16-byte aligned
+// (cudaErrorInvalidValue otherwise).
+[[nodiscard]] cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features,
+                                      int in_features, const void* x, DecodeBatch batch, void* y,
+                                      cudaStream_t stream);
+
+// EnqueueSiluMul fused into EnqueueGemv's input: y[p] = W · m[p] with m[p][i]
+// = silu(gate_up[p][i]) * gate_up[p][in_features + i] rounded to the dtype,
+// so y is bit-identical to EnqueueSiluMul followed by EnqueueGemv. gate_up is
+// [capacity, 2 * in_features].
+[[nodiscard]] cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features,
+                                           int in_features, const void* gate_up, DecodeBatch batch,
+                                           void* y, cudaStream_t stream);
+
+// The GEMV with the row kernels around it fused in: each removes one kernel,
+// a whole dependent node, from the step (the decoder model's GEMV path runs
+// five kernels per layer instead of seven, and no embedding kernel). Batch
+// invariant like EnqueueGemv. With DecodeBatch::settled, the residual-add
+// GEMVs also read the residual stream before the wait: it must then have
+// been written two or more nodes back (never by the kernel just before).
+//
+// EnqueueRmsNorm fused into EnqueueGemv's input: y[p] = W · n[p] with n[p] =
+// hidden[p] * s[p] * norm_weight rounded to the dtype, s[p] = 1 / sqrt(mean(
+// hidden[p]^2) + rms_epsilon), W [out_features, d_model]. Each block
+// recomputes s for its positions (a warp per position), summing the squares
+// in another order than EnqueueRmsNorm: n may differ from its output in the
+// last bit of the dtype (not bit-identical). hidden (fp32) and norm_weight
+// 16-byte aligned.
+// Whether the decoder model fuses the RMSNorm into a GEMV of this shape
+// ([out_features, in_features]): the fused kernel holds more registers (two
+// blocks per SM instead of three), so it is used where one tile of positions
+// fits in one wave (every projection of a d_model 256 model; not a 32k
+// vocabulary's logits). A function of the shape alone.
+[[nodiscard]] bool GemvFusesRmsNorm(int out_features, int in_features);
+
+[[nodiscard]] cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w,
+                                             int out_features, const float* hidden,
+                                             const void* norm_weight, DecodeBatch batch, void* y,
+                                             cudaStream_t stream);
+
+// EnqueueEmbedding fused into EnqueueRmsNormGemv (the step's first
+// projection): hidden[p] = embedding[tokens[p]] (fp32, a zero row for a token
+// outside [0, vocab)), written by the kernel, and y[p] = W · n[p] from it;
+// hidden and y bit-identical to EnqueueEmbedding then EnqueueRmsNormGemv.
+[[nodiscard]] cudaError_t EnqueueEmbeddingRmsNormGemv(const DecoderConfig& config,
+                                                      const void* embedding,
+                                                      const std::int32_t* tokens, const void* w,
+                                                      int out_features, const void* norm_weight,
+                                                      DecodeBatch batch, float* hidden, void* y,
+                                                      cudaStream_t stream);
+
+// EnqueueGemv then EnqueueResidualAdd as one kernel: hidden[p] += W · x[p]
+// rounded to the dtype, bit-identical to the two kernels. W [d_model,
+// in_features].
+[[nodiscard]] cudaError_t EnqueueGemvResidualAdd(const DecoderConfig& config, const void* w,
+                                                 int in_features, const void* x, DecodeBatch batch,
+                                                 float* hidden, cudaStream_t stream);
+
+// EnqueueGatedGemv then EnqueueResidualAdd as one kernel (the FFN's down
+// projection and residual), bit-identical to the two kernels. W [d_model,
+// in_features], gate_up [capacity, 2 * in_features].
+[[nodiscard]] cudaError_t EnqueueGatedGemvResidualAdd(const DecoderConfig& config, const void* w,
+                                                      int in_features, const void* gate_up,
+                                                      DecodeBatch batch, float* hidden,
+                                                      cudaStream_t stream);
+
+}  // namespace baton
