@@ -8,9 +8,10 @@
 # (gemmSN_*), which --kernel-name-exclude does not reach for graph launches.
 # Both are library code, not Baton's. decoder_model_gpu_test runs the same
 # cuBLASLt kernels in its model's projections (its own kernels are raced and
-# sync-checked by decode_kernels_gpu_test). device_fault_gpu_test traps and writes
-# out of bounds on purpose (in child processes) to test how the runtime
-# reports a lost context: every tool would rightly report those faults.
+# sync-checked by the decode_*_gpu_test binaries). device_fault_gpu_test
+# traps and writes out of bounds on purpose (in child processes) to test how
+# the runtime reports a lost context: every tool would rightly report those
+# faults.
 #
 # dynamic_parallelism_gpu_test and decoder_dp_gpu_test launch kernels from the
 # device: racecheck, synccheck and initcheck print "CUDA Dynamic Parallelism is
