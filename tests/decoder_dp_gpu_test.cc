@@ -222,7 +222,7 @@ TEST_F(DecoderDynamicParallelismTest, ModelSmallerThanTheRuntimeIsRefused) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
   EXPECT_NE(refused.message().find(
                 "its device step serves batches up to 8 but RuntimeOptions.max_batch is 16: "
-                "create the DecoderModel with DecoderModelOptions::max_batch = 16"),
+                "set DecoderModelOptions::max_batch = 16 or lower RuntimeOptions.max_batch"),
             absl::string_view::npos)
       << refused;
 }
