@@ -18,6 +18,9 @@ endif()
 find_package(CCCL CONFIG REQUIRED
   HINTS "${CUDAToolkit_LIBRARY_DIR}/cmake/cccl" "${CUDAToolkit_LIBRARY_ROOT}/lib64/cmake/cccl")
 
+# config.json parsing (the checkpoint loader): Debian's nlohmann-json3-dev.
+find_package(nlohmann_json 3 REQUIRED)
+
 find_package(absl CONFIG REQUIRED)
 # baton_use_static_absl() (opt-in): the build calls it for its own programs;
 # the installed package config does not, so a consumer's Abseil stays linked

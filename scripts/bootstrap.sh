@@ -32,7 +32,7 @@ if [ "${nvcc_version:-0}" -lt 13 ]; then
 fi
 
 # System packages, installed only when missing.
-packages=(cmake ninja-build g++ libabsl-dev libgtest-dev python3)
+packages=(cmake ninja-build g++ libabsl-dev libgtest-dev nlohmann-json3-dev python3)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

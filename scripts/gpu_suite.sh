@@ -72,12 +72,13 @@ if [ -n "${BATON_SUITE_SANITIZE:-}" ]; then
       log="$out/logs/$tool-$name.log"
       # API errors are not reported: the tests provoke them on purpose (an
       # oversized allocation, a launch outside a graph) and assert the Status.
+      filter=$(sanitizer_gtest_filter "$tool" "$name" "${BATON_SUITE_FILTER:-}")
       timeout "$timeout_s" "$sanitizer" --tool "$tool" --error-exitcode 99 \
-          --report-api-errors no "$bin/$name" \
-          ${BATON_SUITE_FILTER:+--gtest_filter=$BATON_SUITE_FILTER} > "$log" 2>&1
+          --report-api-errors no "$bin/$name" ${filter:+"--gtest_filter=$filter"} > "$log" 2>&1
       rc=$?
       errors=$(sanitizer_errors "$log")
-      echo "$tool $name: exit $rc, ${errors:-?} sanitizer errors" | tee -a "$out/sanitize.txt"
+      echo "$tool $name: exit $rc, ${errors:-?} sanitizer errors${filter:+ (--gtest_filter=$filter)}" |
+        tee -a "$out/sanitize.txt"
       if [ $rc -ne 0 ] || [ "${errors:-1}" != 0 ]; then
         status=1
         grep -E "^=========|FAILED" "$log" | head -n 40

@@ -41,7 +41,10 @@ log="$PWD/sanitize-$tool-$(basename "$binary").log"
 echo "log: $log"
 # API errors are not reported: the tests provoke them on purpose and assert
 # the Status.
-"$sanitizer" --tool "$tool" --error-exitcode 99 --report-api-errors no "$binary" "$@" >"$log" 2>&1
+# The tests this tool leaves out of this binary (scripts/sanitizer_skips.sh).
+filter=$(sanitizer_gtest_filter "$tool" "$(basename "$binary")")
+"$sanitizer" --tool "$tool" --error-exitcode 99 --report-api-errors no "$binary" \
+  ${filter:+"--gtest_filter=$filter"} "$@" >"$log" 2>&1
 rc=$?
 errors=$(sanitizer_errors "$log")
 if [ "$mode" = control ]; then

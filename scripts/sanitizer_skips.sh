@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/gpu_suite.sh and scripts/sanitize_test.sh: the GPU test
 # binaries a compute-sanitizer tool skips, with the reason (the other tools
 # still run them).
@@ -13,10 +14,11 @@
 # the runtime reports a lost context: every tool would rightly report those
 # faults.
 #
-# dynamic_parallelism_gpu_test and decoder_dp_gpu_test launch kernels from the
-# device: racecheck, synccheck and initcheck print "CUDA Dynamic Parallelism is
+# dynamic_parallelism_gpu_test, decoder_dp_gpu_test and
+# decoder_checkpoint_gpu_test (whose every case also runs the
+# dynamic-parallelism engine) launch kernels from the device: racecheck, synccheck and initcheck print "CUDA Dynamic Parallelism is
 # not supported by the selected tool" and count it as an error (CUDA 13.0);
-# memcheck supports it and runs both binaries.
+# memcheck supports it and runs them.
 #
 # sanitizer_skips TOOL BINARY_NAME: prints the reason and returns 0 to skip.
 sanitizer_skips() {
@@ -26,11 +28,56 @@ sanitizer_skips() {
       echo "library kernels; see scripts/sanitizer_skips.sh"; return 0 ;;
     racecheck:dynamic_parallelism_gpu_test | synccheck:dynamic_parallelism_gpu_test | \
     initcheck:dynamic_parallelism_gpu_test | racecheck:decoder_dp_gpu_test | \
-    synccheck:decoder_dp_gpu_test | initcheck:decoder_dp_gpu_test)
+    synccheck:decoder_dp_gpu_test | initcheck:decoder_dp_gpu_test | \
+    racecheck:decoder_checkpoint_gpu_test | synccheck:decoder_checkpoint_gpu_test | \
+    initcheck:decoder_checkpoint_gpu_test)
       echo "this tool does not support dynamic parallelism; memcheck runs it"; return 0 ;;
     *:device_fault_gpu_test) echo "faults on purpose; see scripts/sanitizer_skips.sh"; return 0 ;;
   esac
   return 1
+}
+
+# Single tests a tool leaves out of a binary it otherwise runs (the plain
+# suite runs them):
+#
+# memcheck, dynamic_parallelism_gpu_test PendingLaunchLimitHitOnPurpose...:
+# past the device runtime's pending-launch limit, memcheck reports the first
+# store of a device-side <<<>>> launch's arguments into the parameter buffer
+# that cudaGetParameterBufferV2 had just returned (non-null: the generated
+# code checks) as an out-of-bounds write, and its abort turns the refused
+# launch the test asserts into a lost context. The faulting instruction
+# (SASS offset 0x4040 of the scheduler, H200 2026-11-23) is that
+# compiler-generated store, not Baton's code.
+#
+# Every tool, reliability_gpu_test SeededEqualsCompletedPlusDrainedAcrossRestarts
+# and work_queue_gpu_test HostSeedsWhileDeviceConsumesThenClose...: they need
+# the device to keep pace with the host (items still queued at each Stop; a
+# 20 s bound on seeding 8M items), which the tools' slowdown of the device and
+# interception of every host API call reverse (H200 2026-11-23: 0 errors
+# under memcheck and synccheck, the timing expectations failed; under
+# synccheck and initcheck the reliability binary then ran past 120 s).
+#
+# sanitizer_excluded_tests TOOL BINARY_NAME: prints a gtest negative pattern
+# (empty when nothing is excluded).
+sanitizer_excluded_tests() {
+  case "$1:$2" in
+    memcheck:dynamic_parallelism_gpu_test) echo "*PendingLaunchLimitHitOnPurpose*" ;;
+    *:reliability_gpu_test) echo "*SeededEqualsCompletedPlusDrainedAcrossRestarts*" ;;
+    *:work_queue_gpu_test) echo "*HostSeedsWhileDeviceConsumesThenClose*" ;;
+  esac
+}
+
+# sanitizer_gtest_filter TOOL BINARY_NAME [POSITIVE]: the --gtest_filter value
+# for a sanitizer run (POSITIVE, default all, minus the excluded tests), or
+# empty when neither narrows the run.
+sanitizer_gtest_filter() {
+  local excluded
+  excluded=$(sanitizer_excluded_tests "$1" "$2")
+  if [ -n "$excluded" ]; then
+    echo "${3:-*}-$excluded"
+  else
+    echo "${3:-}"
+  fi
 }
 
 # The error count a compute-sanitizer log ends with: "ERROR SUMMARY: N errors"

@@ -2,8 +2,10 @@
 // fp16 and bf16, for sequences whose contexts differ (1 token, 2, lengths not
 // a multiple of 128 or 32, the full max_context), each at its own slot: the
 // two kernels (EnqueueRopeAppendKv then EnqueueDecodeAttention) and the fused
-// one (EnqueueRopeAttention) alike. decode_fused_kernels_gpu_test.cc checks
-// that the fused kernel gives the two kernels' bits.
+// one (EnqueueRopeAttention) alike, with multi-head, grouped-query and
+// multi-query attention and each RoPE scaling (none, linear, llama3).
+// decode_fused_kernels_gpu_test.cc checks that the fused kernel gives the two
+// kernels' bits.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "kernels/decode_kernels.h"
+#include "kernels/rope.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -34,20 +37,22 @@ using kernel_test::Upload;
 constexpr std::int32_t kAnyPosition = -1;  // drawn from [0, max_context)
 
 struct AttentionShape {
-  int heads, head_dim, max_context;
+  int heads, kv_heads, head_dim, max_context;
+  RopeScalingType scaling;
   std::vector<std::int32_t> positions;  // one live batch position each
 };
 
 const std::vector<AttentionShape>& AttentionShapes() {
   static const std::vector<AttentionShape> shapes = {
       // head_dim 64: two thread groups split the context in the value pass.
-      {4, 64, 300, {0, 1, 129, 299, kAnyPosition}},
-      // head_dim 96 (does not divide the block), longer contexts.
-      {2, 96, 1000, {517, 0, 999, 31, kAnyPosition, kAnyPosition}},
-      // head_dim 128, the largest; sequences at slots far apart.
-      {3, 128, 2048, {2047, 1500, 1}},
-      // head_dim 10: even but not a multiple of 8 (4-byte loads).
-      {4, 10, 64, {0, 63, 17}},
+      {4, 4, 64, 300, RopeScalingType::kNone, {0, 1, 129, 299, kAnyPosition}},
+      // head_dim 96 (does not divide the block), longer contexts, four query
+      // heads per key/value head.
+      {8, 2, 96, 1000, RopeScalingType::kLinear, {517, 0, 999, 31, kAnyPosition, kAnyPosition}},
+      // head_dim 128, the largest; multi-query; sequences at slots far apart.
+      {3, 1, 128, 2048, RopeScalingType::kLlama3, {2047, 1500, 1}},
+      // head_dim 10: even but not a multiple of 8 (4-byte loads); pairs of heads.
+      {4, 2, 10, 64, RopeScalingType::kNone, {0, 63, 17}},
   };
   return shapes;
 }
@@ -65,15 +70,23 @@ class AttentionTest : public kernel_test::DecodeKernelTest,
 void AttentionTest::RunAttentionCase(bool fused) {
   const AttentionShape& shape = AttentionShapes()[std::get<0>(GetParam())];
   const DecoderDType dtype = std::get<1>(GetParam());
-  const int heads = shape.heads, head_dim = shape.head_dim, max_context = shape.max_context;
+  const int heads = shape.heads, kv_heads = shape.kv_heads, head_dim = shape.head_dim;
+  const int max_context = shape.max_context;
   DecoderConfig config;
   config.dtype = dtype;
   config.heads = heads;
+  config.kv_heads = kv_heads;
   config.head_dim = head_dim;
   config.max_context = max_context;
-  config.rope_theta = 10000.0f;
+  config.rope.theta = 10000.0f;
+  config.rope.scaling = shape.scaling;
+  config.rope.factor = shape.scaling == RopeScalingType::kLinear ? 4.0f : 8.0f;
+  config.rope.original_max_position_embeddings = 512;
+  const std::vector<float> inv_freq = RopeInverseFrequencies(config.rope, head_dim);
   const int width = config.attention_width();
+  const int kv_width = config.kv_width();
   const int qkv_width = config.qkv_width();
+  const int group = config.group_size();
   std::vector<std::int32_t> positions = shape.positions;
   std::uniform_int_distribution<std::int32_t> any(0, max_context - 1);
   for (auto& pos : positions) {
@@ -85,21 +98,24 @@ void AttentionTest::RunAttentionCase(bool fused) {
   const std::uint32_t max_slots = capacity + 3;
   TestBatch batch = MakeBatch(capacity, active, max_slots, positions);
   const std::size_t cache_elements =
-      static_cast<std::size_t>(max_slots) * heads * max_context * head_dim;
+      static_cast<std::size_t>(max_slots) * kv_heads * max_context * head_dim;
   const auto keys0 = RandomHalf(cache_elements, dtype, 1.0);
   const auto values0 = RandomHalf(cache_elements, dtype, 1.0);
   const auto qkv0 = RandomHalf(static_cast<std::size_t>(capacity) * qkv_width, dtype, 1.0);
   auto d_keys = Upload(keys0);
   auto d_values = Upload(values0);
   auto d_qkv = Upload(qkv0);
+  auto d_rope = Upload(inv_freq);
   auto d_out = Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * width);
   const KvCacheLayer cache{d_keys.data(), d_values.data()};
   cudaStream_t stream = stream_.get();
   if (fused) {
-    ASSERT_EQ(EnqueueRopeAttention(config, d_qkv.data(), cache, batch.view, d_out.data(), stream),
+    ASSERT_EQ(EnqueueRopeAttention(config, d_rope.data(), d_qkv.data(), cache, batch.view,
+                                   d_out.data(), stream),
               cudaSuccess);
   } else {
-    ASSERT_EQ(EnqueueRopeAppendKv(config, d_qkv.data(), cache, batch.view, stream), cudaSuccess);
+    ASSERT_EQ(EnqueueRopeAppendKv(config, d_rope.data(), d_qkv.data(), cache, batch.view, stream),
+              cudaSuccess);
     ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, d_out.data(), stream),
               cudaSuccess);
   }
@@ -118,27 +134,42 @@ void AttentionTest::RunAttentionCase(bool fused) {
   for (std::uint32_t p = 0; p < active; ++p) {
     const std::uint32_t slot = batch.host_slots[p];
     const int pos = positions[p];
-    for (int h = 0; h < heads; ++h) {
-      const std::size_t q_base = static_cast<std::size_t>(p) * qkv_width + h * head_dim;
-      std::vector<double> q(head_dim), k(head_dim);
+    const std::size_t qkv_base = static_cast<std::size_t>(p) * qkv_width;
+    // This token's rotated key and its value, per key/value head, appended once.
+    std::vector<std::vector<double>> k_of(kv_heads), v_of(kv_heads);
+    for (int kh = 0; kh < kv_heads; ++kh) {
+      const std::size_t k_base = qkv_base + width + kh * head_dim;
+      const std::size_t v_base = qkv_base + width + kv_width + kh * head_dim;
+      k_of[kh].resize(head_dim);
+      v_of[kh].resize(head_dim);
       for (int d = 0; d < head_dim; ++d) {
-        q[d] = at(qkv0, q_base + d);
-        k[d] = at(qkv0, q_base + width + d);
+        k_of[kh][d] = at(qkv0, k_base + d);
+        v_of[kh][d] = at(qkv0, v_base + d);
       }
-      reference::Rope(q.data(), head_dim, pos, config.rope_theta);
-      reference::Rope(k.data(), head_dim, pos, config.rope_theta);
+      reference::Rope(k_of[kh].data(), head_dim, pos, inv_freq);
       const std::size_t row =
-          ((static_cast<std::size_t>(slot) * heads + h) * max_context + pos) * head_dim;
+          ((static_cast<std::size_t>(slot) * kv_heads + kh) * max_context + pos) * head_dim;
+      for (int d = 0; d < head_dim; ++d) {
+        k_ref.push_back(k_of[kh][d]);
+        k_out.push_back(at(keys, row + d));
+        expected_keys[row + d] = keys[row + d];       // compared by value above
+        expected_values[row + d] = qkv0[v_base + d];  // v is copied exactly
+      }
+    }
+    for (int h = 0; h < heads; ++h) {
+      const int kh = h / group;
+      const std::size_t q_base = qkv_base + h * head_dim;
+      std::vector<double> q(head_dim);
+      for (int d = 0; d < head_dim; ++d) q[d] = at(qkv0, q_base + d);
+      reference::Rope(q.data(), head_dim, pos, inv_freq);
       for (int d = 0; d < head_dim; ++d) {
         q_ref.push_back(q[d]);
         q_out.push_back(at(qkv, q_base + d));
-        k_ref.push_back(k[d]);
-        k_out.push_back(at(keys, row + d));
-        expected_keys[row + d] = keys[row + d];                   // compared by value above
-        expected_values[row + d] = qkv0[q_base + 2 * width + d];  // v is copied exactly
       }
-      // The sequence's context: cached rows before pos, then this token.
-      const std::size_t first = row - static_cast<std::size_t>(pos) * head_dim;
+      // The sequence's context: cached rows of its key/value head before
+      // pos, then this token.
+      const std::size_t first =
+          (static_cast<std::size_t>(slot) * kv_heads + kh) * max_context * head_dim;
       std::vector<double> ctx_keys, ctx_values;
       for (int t = 0; t < pos; ++t) {
         for (int d = 0; d < head_dim; ++d) {
@@ -147,13 +178,14 @@ void AttentionTest::RunAttentionCase(bool fused) {
         }
       }
       for (int d = 0; d < head_dim; ++d) {
-        ctx_keys.push_back(k[d]);
-        ctx_values.push_back(at(qkv0, q_base + 2 * width + d));
+        ctx_keys.push_back(k_of[kh][d]);
+        ctx_values.push_back(v_of[kh][d]);
       }
       const auto att = reference::Attention(q, ctx_keys, ctx_values, head_dim);
       // The same attention from the q and k the kernel stored (rounded to
       // the storage type), which is what it attends with.
       std::vector<double> stored_q(head_dim);
+      const std::size_t row = first + static_cast<std::size_t>(pos) * head_dim;
       for (int d = 0; d < head_dim; ++d) {
         stored_q[d] = at(qkv, q_base + d);
         ctx_keys[static_cast<std::size_t>(pos) * head_dim + d] = at(keys, row + d);
@@ -176,6 +208,14 @@ void AttentionTest::RunAttentionCase(bool fused) {
   ExpectClose("attention_of_stored_qk" + kernel, dtype, att_out, att_stored_ref, head_dim);
   EXPECT_TRUE(keys == expected_keys) << "a key cache row other than the appended ones changed";
   EXPECT_TRUE(values == expected_values) << "value cache differs from old rows + appended v";
+  // q is rotated in place; k and v stay as they were (the cache holds k's
+  // rotation), and nothing past the live batch changes.
+  for (std::uint32_t p = 0; p < active; ++p) {
+    for (int i = width; i < qkv_width; ++i) {
+      const std::size_t at_i = static_cast<std::size_t>(p) * qkv_width + i;
+      ASSERT_EQ(qkv[at_i], qkv0[at_i]) << "k or v of position " << p << " changed in qkv";
+    }
+  }
   for (std::size_t i = active * static_cast<std::size_t>(qkv_width); i < qkv.size(); ++i) {
     ASSERT_EQ(qkv[i], qkv0[i]) << "qkv past the live batch changed";
   }
@@ -190,8 +230,9 @@ TEST_P(AttentionTest, RopeAttentionMatchesReference) { RunAttentionCase(true); }
 
 std::string AttentionName(const ::testing::TestParamInfo<AttentionTest::ParamType>& info) {
   const AttentionShape& shape = AttentionShapes()[std::get<0>(info.param)];
-  return "h" + std::to_string(shape.heads) + "x" + std::to_string(shape.head_dim) + "_ctx" +
-         std::to_string(shape.max_context) + "_" + kernel_test::Name(std::get<1>(info.param));
+  return "h" + std::to_string(shape.heads) + "kv" + std::to_string(shape.kv_heads) + "x" +
+         std::to_string(shape.head_dim) + "_ctx" + std::to_string(shape.max_context) + "_" +
+         kernel_test::Name(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(, AttentionTest,

@@ -107,13 +107,14 @@ cudaError_t GatedGemvResidualAdd(const Launch& l) {
                                      l.f32("hidden"), l.stream);
 }
 cudaError_t RopeAppendKv(const Launch& l) {
-  return EnqueueRopeAppendKv(l.config, l["qkv"], l.cache(), l.batch, l.stream);
+  return EnqueueRopeAppendKv(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l.stream);
 }
 cudaError_t DecodeAttention(const Launch& l) {
   return EnqueueDecodeAttention(l.config, l["qkv"], l.cache(), l.batch, l["out"], l.stream);
 }
 cudaError_t RopeAttention(const Launch& l) {
-  return EnqueueRopeAttention(l.config, l["qkv"], l.cache(), l.batch, l["out"], l.stream);
+  return EnqueueRopeAttention(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l["out"],
+                              l.stream);
 }
 
 }  // namespace launch
@@ -330,6 +331,8 @@ const std::vector<FusedCase>& FusedCases() {
       {"RopeAttention",
        "rope_attention",
        {State("qkv", Elem::kStorage, Dim::kCapacity, Dim::kQkvWidth, 1.0, false),
+        // Any frequency table: both sides read the same one.
+        State("rope", Elem::kFloat32, Dim::kOne, Dim::kHeadDim, 0.05, false),
         State("keys", Elem::kStorage, Dim::kCacheRows, Dim::kHeadDim, 1.0, false),
         State("values", Elem::kStorage, Dim::kCacheRows, Dim::kHeadDim, 1.0, false),
         Output("out", Elem::kStorage, Dim::kAttentionWidth, Match::kBits)},

@@ -50,7 +50,15 @@ TEST(DecoderConfigTest, RefusalsNameTheFieldAndTheFix) {
       {[](DecoderConfig& c) { c.ffn = 100; }, "ffn = 100", "multiple of 8"},
       {[](DecoderConfig& c) { c.max_context = 9000; }, "max_context = 9000", "lower it"},
       {[](DecoderConfig& c) { c.rms_epsilon = 0.0f; }, "rms_epsilon = 0", "> 0"},
-      {[](DecoderConfig& c) { c.rope_theta = NAN; }, "rope_theta = nan", "> 1"},
+      {[](DecoderConfig& c) { c.rope.theta = NAN; }, "rope.theta = nan", "> 1"},
+      {[](DecoderConfig& c) { c.kv_heads = 3; }, "kv_heads = 3", "must divide heads (4)"},
+      {[](DecoderConfig& c) {
+         c.rope.scaling = RopeScalingType::kLlama3;
+         c.rope.factor = 32.0f;
+         c.rope.low_freq_factor = 4.0f;
+         c.rope.original_max_position_embeddings = 8192;
+       },
+       "rope.high_freq_factor = 4", "low_freq_factor < high_freq_factor"},
       {[](DecoderConfig& c) { c.dtype = static_cast<DecoderDType>(7); }, "dtype = 7",
        "kFloat16 or kBFloat16"},
   };
@@ -197,7 +205,8 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   EXPECT_EQ(EnqueueGatedGemvResidualAdd(config, w, 12, w, batch, hidden, nullptr),
             cudaErrorInvalidValue);  // in_features not a multiple of 8
   DecodeBatch no_slots = batch;
-  EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, {}, no_slots, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, nullptr, {}, no_slots, nullptr),
+            cudaErrorInvalidValue);
 }
 
 }  // namespace

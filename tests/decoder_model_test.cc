@@ -2,6 +2,8 @@
 // value and the fix.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "baton/decoder_model.h"
 
 namespace baton {
@@ -31,7 +33,8 @@ TEST(DecodeRequestTest, AValidRequestPasses) {
   EXPECT_TRUE(ValidateDecodeRequest(Config(), Valid()).ok());
   DecodeRequest r = Valid();
   r.prompt.assign(28, 5);  // 28 + 4 == max_context exactly
-  r.stop_token = 255;
+  r.stop_tokens = {255, 0, 7};
+  r.sampling = SamplingParams{0.7f, 42, 50, 0.9f};
   EXPECT_TRUE(ValidateDecodeRequest(Config(), r).ok());
 }
 
@@ -54,11 +57,20 @@ TEST(DecodeRequestTest, EachBadFieldIsNamedWithItsFix) {
   ExpectInvalid(ValidateDecodeRequest(Config(), r),
                 "prompt (29 tokens) + max_new_tokens (4) = 33 exceeds max_context 32");
   r = Valid();
-  r.stop_token = 256;
+  r.stop_tokens = {3, 256};
   ExpectInvalid(ValidateDecodeRequest(Config(), r),
-                "DecodeRequest::stop_token is 256; use -1 (none) or a token in [0, 256)");
-  r.stop_token = -2;
-  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::stop_token is -2");
+                "DecodeRequest::stop_tokens[1] is 256; tokens must be in [0, vocab = 256)");
+  r.stop_tokens = {-2};
+  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::stop_tokens[0] is -2");
+  r.stop_tokens.assign(9, 1);
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::stop_tokens holds 9 tokens; at most 8 are supported");
+  r = Valid();
+  r.sampling = SamplingParams{NAN, 1};
+  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::sampling.temperature is nan");
+  r.sampling = SamplingParams{1.0f, 1, 0, 0.0f};
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::sampling.top_p is 0; use a value in (0, 1]");
 }
 
 TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {

@@ -15,22 +15,53 @@ namespace baton {
 // kernel accumulates in fp32.
 enum class DecoderDType : std::uint32_t { kFloat16 = 0, kBFloat16 = 1 };
 
+// Rotary position embedding: pair i of a head (elements 2i, 2i + 1) turns by
+// position * inv_freq[i], inv_freq[i] = theta^(-2i / head_dim), scaled as
+// transformers does for "linear" (all frequencies / factor) and "llama3"
+// (long wavelengths / factor, short ones kept, a smooth blend between).
+// RopeInverseFrequencies (kernels/rope.h) computes the table the kernels read.
+enum class RopeScalingType : std::uint32_t { kNone = 0, kLinear = 1, kLlama3 = 2 };
+struct RopeConfig {
+  float theta = 10000.0f;
+  RopeScalingType scaling = RopeScalingType::kNone;
+  float factor = 1.0f;                       // linear, llama3
+  float low_freq_factor = 1.0f;              // llama3
+  float high_freq_factor = 4.0f;             // llama3
+  int original_max_position_embeddings = 0;  // llama3
+};
+
 struct DecoderConfig {
   int layers = 2;
   int d_model = 256;
-  int heads = 4;
+  int heads = 4;      // query heads
+  int kv_heads = 0;   // key/value heads (0: as many as heads); heads / kv_heads query heads
+                      // share one (grouped-query attention; 1 is multi-query attention)
   int head_dim = 64;  // heads * head_dim is the attention width (need not equal d_model)
   int ffn = 512;      // width of the gated FFN's hidden layer
   int vocab = 1024;
   int max_context = 256;  // tokens one sequence's KV cache holds
   DecoderDType dtype = DecoderDType::kFloat16;
   float rms_epsilon = 1e-5f;
-  float rope_theta = 10000.0f;
+  RopeConfig rope;
+  bool qkv_bias = false;  // the q/k/v projections add a bias (Qwen2)
+  bool o_bias = false;    // the attention output projection adds one (Llama's attention_bias)
 
   // Widths every layer derives from the shape.
   [[nodiscard]] BATON_HOST_DEVICE constexpr int attention_width() const { return heads * head_dim; }
-  // The fused QKV projection's output row: q | k | v, each attention_width().
-  [[nodiscard]] BATON_HOST_DEVICE constexpr int qkv_width() const { return 3 * attention_width(); }
+  [[nodiscard]] BATON_HOST_DEVICE constexpr int key_value_heads() const {
+    return kv_heads > 0 ? kv_heads : heads;
+  }
+  [[nodiscard]] BATON_HOST_DEVICE constexpr int kv_width() const {
+    return key_value_heads() * head_dim;
+  }
+  // Query heads per key/value head.
+  [[nodiscard]] BATON_HOST_DEVICE constexpr int group_size() const {
+    return heads / key_value_heads();
+  }
+  // The fused QKV projection's output row: q (attention_width) | k | v (kv_width each).
+  [[nodiscard]] BATON_HOST_DEVICE constexpr int qkv_width() const {
+    return attention_width() + 2 * kv_width();
+  }
   // The fused gate/up projection's output row: gate | up, each ffn.
   [[nodiscard]] BATON_HOST_DEVICE constexpr int gate_up_width() const { return 2 * ffn; }
 };
@@ -44,10 +75,16 @@ inline constexpr std::uint32_t kDecodeRequestKind = 0x00de0001u;
 inline constexpr std::uint32_t kRefusedRequest = 0xffffffffu;
 
 // How a step picks its tokens: temperature <= 0 is greedy (argmax);
-// otherwise seeded sampling from softmax(logits / temperature).
+// otherwise seeded sampling from softmax(logits / temperature), keyed by
+// (seed, sequence id, token index), after top-k (keep the k largest logits,
+// ties at the boundary kept) and top-p (keep the smallest set of the largest
+// whose probability reaches top_p; equal logits kept or dropped together),
+// in transformers' order.
 struct SamplingParams {
   float temperature = 1.0f;
   unsigned long long seed = 0;
+  std::uint32_t top_k = 0;  // 0: off
+  float top_p = 1.0f;       // >= 1: off
 };
 
 // Limits the kernels are written for (decoder_config_check.cc says why each).

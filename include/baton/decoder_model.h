@@ -1,31 +1,33 @@
-// baton::DecoderModel: the small decoder-only transformer as a Baton step
-// program, with its weights, KV cache and request table in device memory.
+// baton::DecoderModel: a Llama-family decoder-only transformer as a Baton step
+// program, with its weights, KV cache and request table in device memory. It
+// serves a Hugging Face checkpoint (Llama 3.x, TinyLlama, SmolLM2, Mistral,
+// Qwen2/2.5 from safetensors) or a synthetic model from a seed.
 //
-//   auto model = DecoderModel::Create(options);           // weights from a seed
+//   options.checkpoint = "/models/Llama-3.2-1B";          // or options.config + weight_seed
+//   auto model = DecoderModel::Create(options);           // loaded, fused, on the GPU
 //   model->WriteRequests(0, requests);                    // prompts and limits -> entries 0..n-1
 //   runtime->RegisterStepProgram(model->MakeStepProgram({1, 2, 4, 8}));
 //   runtime->Submit({DecoderModel::WorkItemFor(0), ...}); // the device admits them
 //   ... Poll: Completion{item, value = tokens generated} ...
-//   model->ReadGenerated(entry)                           // the tokens
+//   model->ReadGenerated(entry, count)                    // the tokens
 //
 // One step feeds every active sequence one token: a prompt token while the
 // sequence is still reading its prompt (simple prefill, one token per step),
-// then the token it generated last. A sequence finishes when it emits its
-// stop token or reaches max_new_tokens; the scheduler then retires it and
-// admits the next request into its slot in the same step (continuous
+// then the token it generated last. A sequence finishes when it emits one of
+// its stop tokens or reaches max_new_tokens; the scheduler then retires it
+// and admits the next request into its slot in the same step (continuous
 // batching on the device). Tokens depend only on the weights, the prompt and
 // (when sampling) (seed, sequence_id, token index): not on batch position,
 // bucket or engine when the GEMMs are batch-invariant (DecoderGemm::kBatonGemv;
 // with cuBLASLt, different bucket sizes may pick different algorithms, and
 // the default kAuto switches GEMM above auto_gemv_max_bucket).
 //
-// The step program also carries the model's device step
-// (DeviceStepKind::kDecoder) for Engine::kDynamicParallelism: the same kernel
-// bodies launched from the device, grids sized for the actual batch, so that
-// engine serves batches above every bucket. Its projections are always
-// Baton's GEMV: with kBatonGemv its tokens are bit-identical to the graph
-// engines' and the host loop's; with kCublasLt (or kAuto and buckets above
-// auto_gemv_max_bucket) they match a kBatonGemv model's (same weights).
+// The step is a plan built once from the config (a list of ops with their
+// fusions) that the graph engines capture per bucket and the
+// dynamic-parallelism engine's device step walks from the device (grids sized
+// for the actual batch, so it serves batches above every bucket). The device
+// step always runs Baton's GEMV: with kBatonGemv its tokens are bit-identical
+// to the graph engines' and the host loop's.
 //
 // Thread safety: one host thread at a time; the model serves one runtime (or
 // host loop) at a time, since every step writes its activations and KV cache.
@@ -36,10 +38,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "baton/decoder_config.h"
 #include "baton/step_program.h"
@@ -62,29 +67,61 @@ enum class DecoderGemm : std::uint32_t {
                    // buckets it ran in, as with kCublasLt.
 };
 
+// The most stop tokens one request may name (Llama 3 instruct stops on any of
+// three).
+inline constexpr std::size_t kMaxStopTokens = 8;
+
 struct DecodeRequest {
   std::vector<std::int32_t> prompt;  // >= 1 token, each in [0, vocab)
   std::uint32_t max_new_tokens = 16;
-  std::int32_t stop_token = -1;   // -1: none, else in [0, vocab)
+  // Generation ends after emitting any of these (each in [0, vocab); at most
+  // kMaxStopTokens), or at max_new_tokens.
+  std::vector<std::int32_t> stop_tokens;
+  // How its tokens are picked (greedy when temperature <= 0); absent:
+  // DecoderModelOptions::sampling. Sampling is deterministic, keyed by
+  // (seed, sequence_id, token index): the same tokens on every engine and
+  // bucket with DecoderGemm::kBatonGemv.
+  std::optional<SamplingParams> sampling;
   std::uint64_t sequence_id = 0;  // sampling key (ignored when greedy)
 };
 
 struct DecoderModelOptions {
-  DecoderConfig config;
-  std::uint64_t weight_seed = 1;
+  // The model: a Hugging Face model directory (config.json, and
+  // model.safetensors or model.safetensors.index.json with its shards;
+  // LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM), or, when
+  // empty, the synthetic model of `config` with weights from `weight_seed`.
+  std::string checkpoint;
+  DecoderConfig config;           // the synthetic model's shape (ignored with a checkpoint)
+  std::uint64_t weight_seed = 1;  // the synthetic model's weights
+  // With a checkpoint: tokens one sequence may hold (prompt + generated), at
+  // most max_position_embeddings and kDecoderMaxContext (8192); 0: the
+  // smaller of the two. The KV cache is sized by it.
+  std::uint32_t max_context = 0;
+  // With a checkpoint: the weights' and activations' type (default: the
+  // checkpoint's fp16/bf16; a float32 checkpoint converts to bf16).
+  std::optional<DecoderDType> dtype;
   // The runtime's RuntimeOptions::max_batch: equal to it on the graph engines,
   // at least it on the dynamic-parallelism engine.
   std::uint32_t max_batch = 32;
   std::uint32_t max_requests = 1024;  // request-table entries
   DecoderGemm gemm = DecoderGemm::kAuto;
   std::uint32_t auto_gemv_max_bucket = 8;   // DecoderGemm::kAuto: largest bucket on the GEMV
-  SamplingParams sampling{0.0f, 0};         // temperature <= 0: greedy
+  SamplingParams sampling{0.0f, 0};         // requests' default; temperature <= 0: greedy
   std::uint32_t step_clock_size = 1 << 16;  // power of two: step end stamps kept
+};
+
+struct DecoderModelInfo {
+  std::string source;                       // the checkpoint directory, or "synthetic (seed N)"
+  std::string architecture;                 // "LlamaForCausalLM", ...; "synthetic"
+  std::vector<std::int32_t> eos_token_ids;  // config.json's eos_token_id (empty: none)
 };
 
 class DecoderModel {
  public:
-  // InvalidArgument for options out of range (names the option and the fix).
+  // InvalidArgument for options out of range (names the option and the fix)
+  // and for a checkpoint Baton cannot serve (names the file, the field or
+  // tensor, the value and what is supported); NotFound for a missing file.
+  // Every check happens before any GPU work.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<DecoderModel>> Create(
       const DecoderModelOptions& options);
   ~DecoderModel();
@@ -134,6 +171,12 @@ class DecoderModel {
                                                                         std::uint32_t count) const;
 
   [[nodiscard]] const DecoderModelOptions& options() const;
+  // The shape the model runs: options().config for the synthetic model, the
+  // checkpoint's otherwise.
+  [[nodiscard]] const DecoderConfig& config() const;
+  // Where the model came from: the checkpoint's architecture and end-of-text
+  // tokens (for a request's stop_tokens), or the synthetic model.
+  [[nodiscard]] const DecoderModelInfo& info() const;
   // Bytes of weights one step streams (the HBM floor's numerator).
   [[nodiscard]] std::size_t weight_bytes() const;
 
@@ -148,5 +191,7 @@ class DecoderModel {
 [[nodiscard]] absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options);
 [[nodiscard]] absl::Status ValidateDecodeRequest(const DecoderConfig& config,
                                                  const DecodeRequest& request);
+[[nodiscard]] absl::Status ValidateSamplingParams(const SamplingParams& sampling,
+                                                  absl::string_view what);
 
 }  // namespace baton

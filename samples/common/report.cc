@@ -8,56 +8,28 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 namespace baton::samples {
 namespace {
 
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
+// Samples' rows are (column, value) lists whose order is the table's: kept.
+using Json = nlohmann::ordered_json;
 
-std::string JsonValue(const Value& value) {
+Json JsonValue(const Value& value) {
   struct Visitor {
-    std::string operator()(const std::string& s) const { return "\"" + JsonEscape(s) + "\""; }
-    std::string operator()(double d) const {
-      return std::isfinite(d) ? absl::StrFormat("%.6g", d) : std::string("null");
-    }
-    std::string operator()(std::int64_t i) const { return absl::StrCat(i); }
-    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    Json operator()(const std::string& s) const { return s; }
+    Json operator()(double d) const { return std::isfinite(d) ? Json(d) : Json(nullptr); }
+    Json operator()(std::int64_t i) const { return i; }
+    Json operator()(bool b) const { return b; }
   };
   return std::visit(Visitor{}, value);
 }
 
-std::string JsonObject(const std::vector<std::pair<std::string, Value>>& cells) {
-  std::string out = "{";
-  for (size_t i = 0; i < cells.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", "\"", JsonEscape(cells[i].first),
-                    "\": ", JsonValue(cells[i].second));
-  }
-  return out + "}";
+Json JsonObject(const std::vector<std::pair<std::string, Value>>& cells) {
+  Json out = Json::object();
+  for (const auto& [key, value] : cells) out[key] = JsonValue(value);
+  return out;
 }
 
 }  // namespace
@@ -143,34 +115,24 @@ void Report::Print(std::ostream& out) const {
 }
 
 absl::Status Report::WriteJson(const std::string& path) const {
-  std::string json = absl::StrCat("{\n  \"sample\": \"", JsonEscape(sample_), "\",\n");
-  absl::StrAppend(&json, "  \"date\": \"",
-                  absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()),
-                  "\",\n");
-  absl::StrAppend(
-      &json, "  \"device\": ",
-      JsonObject(
-          {{"name", device_.name},
-           {"compute_capability", absl::StrCat(device_.compute_major, ".", device_.compute_minor)},
-           {"multiprocessors", static_cast<std::int64_t>(device_.multiprocessors)},
-           {"driver_version", static_cast<std::int64_t>(device_.driver_version)},
-           {"runtime_version", static_cast<std::int64_t>(device_.runtime_version)}}),
-      ",\n");
-  absl::StrAppend(&json, "  \"params\": ", JsonObject(params_), ",\n  \"rows\": [\n");
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    absl::StrAppend(&json, "    ", JsonObject(rows_[i].cells()),
-                    i + 1 < rows_.size() ? ",\n" : "\n");
-  }
-  absl::StrAppend(&json, "  ],\n  \"passed\": ", passed() ? "true" : "false",
-                  ",\n  \"failures\": [");
-  for (size_t i = 0; i < failures_.size(); ++i) {
-    absl::StrAppend(&json, i ? ", " : "", "\"", JsonEscape(failures_[i]), "\"");
-  }
-  json += "]\n}\n";
+  Json json = Json::object();
+  json["sample"] = sample_;
+  json["date"] = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  json["device"] = JsonObject(
+      {{"name", device_.name},
+       {"compute_capability", absl::StrCat(device_.compute_major, ".", device_.compute_minor)},
+       {"multiprocessors", static_cast<std::int64_t>(device_.multiprocessors)},
+       {"driver_version", static_cast<std::int64_t>(device_.driver_version)},
+       {"runtime_version", static_cast<std::int64_t>(device_.runtime_version)}});
+  json["params"] = JsonObject(params_);
+  json["rows"] = Json::array();
+  for (const Row& row : rows_) json["rows"].push_back(JsonObject(row.cells()));
+  json["passed"] = passed();
+  json["failures"] = failures_;
   std::ofstream file(path);
   if (!file)
     return absl::InvalidArgumentError(absl::StrCat("--json: cannot open ", path, " for writing"));
-  file << json;
+  file << json.dump(2) << "\n";
   if (!file.good()) return absl::DataLossError(absl::StrCat("--json: writing ", path, " failed"));
   return absl::OkStatus();
 }

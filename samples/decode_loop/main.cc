@@ -1,5 +1,6 @@
-// decode_loop: Baton's purpose end to end. A small decoder-only transformer
-// serves a stream of requests with continuous batching on the GPU: requests
+// decode_loop: Baton's purpose end to end. A decoder-only transformer (a
+// synthetic preset, or a Hugging Face checkpoint with --checkpoint) serves a
+// stream of requests with continuous batching on the GPU: requests
 // go into the work queue, the device admits them into free KV-cache slots,
 // runs each step with the bucket graph that fits the batch, retires finished
 // sequences to the completion mailbox and admits new ones in the same step.
@@ -39,12 +40,23 @@
 #include "common/report.h"
 #include "common/timing.h"
 #include "decode_loop/host_loop.h"
+#include "decode_loop/parity_dump.h"
 #include "decode_loop/presets.h"
 #include "decode_loop/soak.h"
 
 ABSL_FLAG(std::string, models, "tiny,small",
           "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
-          "1024)");
+          "1024); ignored with --checkpoint");
+ABSL_FLAG(std::string, checkpoint, "",
+          "serve this Hugging Face model directory (config.json + safetensors; Llama, Mistral, "
+          "Qwen2) instead of --models");
+ABSL_FLAG(int, max_context, 0,
+          "with --checkpoint: the KV cache's tokens per sequence (0: --prompt_tokens + "
+          "--new_tokens)");
+ABSL_FLAG(std::string, parity_out, "",
+          "with --checkpoint: write PREFIX.json and PREFIX.logits.f32, every driver's sequences "
+          "and last-step logits, for scripts/checkpoints/parity.py (needs --requests_per_slot=1 "
+          "and --temperature=0)");
 ABSL_FLAG(std::string, batches, "1,32", "comma-separated concurrent sequences (max_batch)");
 ABSL_FLAG(std::string, engines, "host,tail,tail2,conditional,conditional2",
           "comma-separated drivers: host (host graph launch + sync per step), tail (tail-launch "
@@ -60,7 +72,9 @@ ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (cont
 ABSL_FLAG(std::string, gemm, "auto",
           "projections: cublaslt, gemv (Baton's batch-invariant GEMV with the norms and residual "
           "adds fused in), or auto (gemv for buckets up to 8, cublaslt above)");
-ABSL_FLAG(std::string, dtype, "fp16", "weights and activations: fp16 or bf16");
+ABSL_FLAG(std::string, dtype, "",
+          "weights and activations: fp16 or bf16 (default: fp16 for --models, the checkpoint's "
+          "own for --checkpoint)");
 ABSL_FLAG(double, temperature, 0.0, "sampling temperature (0: greedy)");
 ABSL_FLAG(int, repeats, 5, "timed runs per driver after one warm-up (medians reported)");
 ABSL_FLAG(std::uint64_t, soak_steps, 0,
@@ -180,6 +194,7 @@ absl::StatusOr<double> MeasureBandwidth(cudaStream_t stream) {
 }
 
 struct EngineChoice {
+  std::string key;  // the --engines name
   std::string label;
   bool host = false;
   Engine engine = Engine::kTailLaunch;
@@ -199,18 +214,19 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
   std::vector<EngineChoice> out;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     if (part == "host") {
-      out.push_back({"host graph + sync", true});
+      out.push_back({"host", "host graph + sync", true});
     } else if (part == "tail") {
-      out.push_back({"Baton tail-launch", false, Engine::kTailLaunch});
+      out.push_back({"tail", "Baton tail-launch", false, Engine::kTailLaunch});
     } else if (part == "tail2") {
-      out.push_back({"Baton tail-launch, 2 steps per launch", false, Engine::kTailLaunch, 2});
-    } else if (part == "conditional2") {
       out.push_back(
-          {"Baton conditional, 2 steps per iteration", false, Engine::kConditional, 2, 2});
+          {"tail2", "Baton tail-launch, 2 steps per launch", false, Engine::kTailLaunch, 2});
+    } else if (part == "conditional2") {
+      out.push_back({"conditional2", "Baton conditional, 2 steps per iteration", false,
+                     Engine::kConditional, 2, 2});
     } else if (part == "conditional") {
-      out.push_back({"Baton conditional", false, Engine::kConditional});
+      out.push_back({"conditional", "Baton conditional", false, Engine::kConditional});
     } else if (part == "dp") {
-      out.push_back({"Baton dynamic parallelism", false, Engine::kDynamicParallelism});
+      out.push_back({"dp", "Baton dynamic parallelism", false, Engine::kDynamicParallelism});
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--engines: unknown driver '", part,
@@ -233,24 +249,41 @@ absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
   return out;
 }
 
-absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoice>& engines,
-                         double bandwidth, bool trace, Report& report) {
-  BATON_ASSIGN_OR_RETURN(
-      DecoderConfig config,
-      ModelPreset(scenario.model, absl::GetFlag(FLAGS_dtype) == "bf16" ? DecoderDType::kBFloat16
-                                                                       : DecoderDType::kFloat16));
-  const int repeats = absl::GetFlag(FLAGS_repeats);
-  const std::uint32_t batch = scenario.batch;
-  const std::uint32_t request_count = batch * absl::GetFlag(FLAGS_requests_per_slot);
+// The model of a scenario: a --models preset or the --checkpoint, with the
+// flags' dtype, GEMM and sampling.
+absl::StatusOr<DecoderModelOptions> ModelOptionsFor(const Scenario& scenario,
+                                                    std::uint32_t max_requests) {
   DecoderModelOptions options;
-  options.config = config;
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  const DecoderDType type = dtype == "bf16" ? DecoderDType::kBFloat16 : DecoderDType::kFloat16;
+  options.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  if (options.checkpoint.empty()) {
+    BATON_ASSIGN_OR_RETURN(options.config, ModelPreset(scenario.model, type));
+  } else {
+    if (!dtype.empty()) options.dtype = type;
+    const int max_context = absl::GetFlag(FLAGS_max_context);
+    options.max_context = static_cast<std::uint32_t>(
+        max_context > 0 ? max_context
+                        : absl::GetFlag(FLAGS_prompt_tokens) + absl::GetFlag(FLAGS_new_tokens));
+  }
   options.weight_seed = absl::GetFlag(FLAGS_seed);
-  options.max_batch = batch;
-  options.max_requests = request_count;
+  options.max_batch = scenario.batch;
+  options.max_requests = max_requests;
   options.gemm = GemmOf(absl::GetFlag(FLAGS_gemm));
   options.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
                                     absl::GetFlag(FLAGS_seed)};
+  return options;
+}
+
+absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoice>& engines,
+                         double bandwidth, bool trace, Report& report, ParityDump* parity) {
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  const std::uint32_t batch = scenario.batch;
+  const std::uint32_t request_count = batch * absl::GetFlag(FLAGS_requests_per_slot);
+  BATON_ASSIGN_OR_RETURN(const DecoderModelOptions options,
+                         ModelOptionsFor(scenario, request_count));
   BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
+  const DecoderConfig& config = model->config();
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 7919 + batch);
   std::vector<DecodeRequest> requests(request_count);
   for (std::uint32_t i = 0; i < request_count; ++i) {
@@ -326,6 +359,17 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
                                             choice.label, ", ", events.size(), " events)"));
       trace = false;
     }
+    if (parity != nullptr) {
+      std::vector<std::vector<std::int32_t>> generated;
+      for (std::uint32_t e = 0; e < request_count; ++e) {
+        generated.push_back(last.tokens_by_entry[e]);
+      }
+      BATON_ASSIGN_OR_RETURN(std::vector<ParitySequence> sequences,
+                             FinalSequences(*model, requests, generated));
+      parity->dtype = config.dtype;
+      parity->vocab = config.vocab;
+      parity->runs.push_back({batch, choice.key, std::move(sequences)});
+    }
     const double step_us = Median(step_means);
     const double overhead = step_us - bound_us;
     const double rate = Median(rates);
@@ -390,9 +434,17 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
 absl::Status Run(Report& report) {
   BATON_ASSIGN_OR_RETURN(std::vector<EngineChoice> engines,
                          ParseEngines(absl::GetFlag(FLAGS_engines), absl::GetFlag(FLAGS_gemm)));
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  std::vector<std::string> models =
+      absl::StrSplit(absl::GetFlag(FLAGS_models), ',', absl::SkipEmpty());
+  if (!checkpoint.empty()) {
+    // The directory's last component names the scenarios.
+    std::string dir = checkpoint;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    models = {dir.substr(dir.find_last_of('/') + 1)};
+  }
   std::vector<Scenario> scenarios;
-  for (absl::string_view model :
-       absl::StrSplit(absl::GetFlag(FLAGS_models), ',', absl::SkipEmpty())) {
+  for (const std::string& model : models) {
     for (absl::string_view b :
          absl::StrSplit(absl::GetFlag(FLAGS_batches), ',', absl::SkipEmpty())) {
       std::uint32_t batch = 0;
@@ -400,26 +452,39 @@ absl::Status Run(Report& report) {
         return absl::InvalidArgumentError(
             absl::StrCat("--batches: '", b, "' is not a batch size in [1, 256]"));
       }
-      scenarios.push_back({std::string(model), batch});
+      scenarios.push_back({model, batch});
     }
   }
   const std::string gemm = absl::GetFlag(FLAGS_gemm), dtype = absl::GetFlag(FLAGS_dtype);
   if (gemm != "cublaslt" && gemm != "gemv" && gemm != "auto") {
     return absl::InvalidArgumentError("--gemm must be cublaslt, gemv or auto");
   }
-  if (dtype != "fp16" && dtype != "bf16") {
+  if (!dtype.empty() && dtype != "fp16" && dtype != "bf16") {
     return absl::InvalidArgumentError("--dtype must be fp16 or bf16");
   }
   if (absl::GetFlag(FLAGS_repeats) < 1 || absl::GetFlag(FLAGS_prompt_tokens) < 1 ||
-      absl::GetFlag(FLAGS_new_tokens) < 2 || absl::GetFlag(FLAGS_requests_per_slot) < 1) {
+      absl::GetFlag(FLAGS_new_tokens) < 2 || absl::GetFlag(FLAGS_requests_per_slot) < 1 ||
+      absl::GetFlag(FLAGS_max_context) < 0) {
     return absl::InvalidArgumentError(
-        "--repeats, --prompt_tokens, --requests_per_slot must be >= 1 and --new_tokens >= 2");
+        "--repeats, --prompt_tokens, --requests_per_slot must be >= 1, --new_tokens >= 2 and "
+        "--max_context >= 0");
+  }
+  const std::string parity_out = absl::GetFlag(FLAGS_parity_out);
+  if (!parity_out.empty() &&
+      (checkpoint.empty() || absl::GetFlag(FLAGS_requests_per_slot) != 1 ||
+       absl::GetFlag(FLAGS_temperature) != 0.0 || absl::GetFlag(FLAGS_soak_steps) > 0)) {
+    return absl::InvalidArgumentError(
+        "--parity_out needs --checkpoint (transformers reads it), --requests_per_slot=1 (every "
+        "sequence's final logits come from the same last step), --temperature=0 (greedy) and "
+        "no --soak_steps");
   }
   BATON_RETURN_IF_ERROR(RequireDeviceLaunch());
   BATON_ASSIGN_OR_RETURN(const DeviceInfo device, QueryDevice());
   report.SetDevice(device);
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"gemm", gemm}, {"dtype", dtype}, {"engines", absl::GetFlag(FLAGS_engines)}}) {
+           {"gemm", gemm},
+           {"dtype", dtype.empty() ? (checkpoint.empty() ? "fp16" : "checkpoint's") : dtype},
+           {"engines", absl::GetFlag(FLAGS_engines)}}) {
     report.SetParam(key, value);
   }
   report.SetParam("prompt_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_prompt_tokens)));
@@ -428,18 +493,11 @@ absl::Status Run(Report& report) {
                   static_cast<std::int64_t>(absl::GetFlag(FLAGS_requests_per_slot)));
   report.SetParam("temperature", absl::GetFlag(FLAGS_temperature));
   report.SetParam("repeats", static_cast<std::int64_t>(absl::GetFlag(FLAGS_repeats)));
+  if (!checkpoint.empty()) report.SetParam("checkpoint", checkpoint);
   if (absl::GetFlag(FLAGS_soak_steps) > 0) {
     SoakOptions soak;
-    BATON_ASSIGN_OR_RETURN(
-        soak.model.config,
-        ModelPreset(scenarios.front().model,
-                    dtype == "bf16" ? DecoderDType::kBFloat16 : DecoderDType::kFloat16));
-    soak.model.max_batch = scenarios.front().batch;
-    soak.model.max_requests = 4 * scenarios.front().batch;
-    soak.model.weight_seed = absl::GetFlag(FLAGS_seed);
-    soak.model.gemm = GemmOf(gemm);
-    soak.model.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
-                                         absl::GetFlag(FLAGS_seed)};
+    BATON_ASSIGN_OR_RETURN(soak.model,
+                           ModelOptionsFor(scenarios.front(), 4 * scenarios.front().batch));
     soak.engine = absl::GetFlag(FLAGS_soak_engine) == "conditional" ? Engine::kConditional
                                                                     : Engine::kTailLaunch;
     soak.steps = absl::GetFlag(FLAGS_soak_steps);
@@ -451,10 +509,16 @@ absl::Status Run(Report& report) {
   BATON_ASSIGN_OR_RETURN(Stream stream, CreateStream());
   BATON_ASSIGN_OR_RETURN(const double bandwidth, MeasureBandwidth(stream.get()));
   report.SetParam("copy_bandwidth_GBps", bandwidth * 1e-9);
+  ParityDump parity;
+  parity.checkpoint = checkpoint;
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     BATON_RETURN_IF_ERROR(RunScenario(scenarios[i], engines, bandwidth,
-                                      i == 0 && !absl::GetFlag(FLAGS_trace).empty(), report));
+                                      i == 0 && !absl::GetFlag(FLAGS_trace).empty(), report,
+                                      parity_out.empty() ? nullptr : &parity));
   }
+  if (parity_out.empty()) return absl::OkStatus();
+  BATON_RETURN_IF_ERROR(WriteParityDump(parity_out, parity));
+  report.SetParam("parity_out", parity_out);
   return absl::OkStatus();
 }
 

@@ -67,7 +67,7 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   BATON_RETURN_IF_ERROR(
       runtime->RegisterStepProgram(model->MakeStepProgram(PowerOfTwoBuckets(batch))));
 
-  const DecoderConfig& config = options.model.config;
+  const DecoderConfig& config = model->config();
   std::mt19937_64 rng(options.seed);
   auto uniform = [&](std::uint32_t lo, std::uint32_t hi) {
     return std::uniform_int_distribution<std::uint32_t>(lo, hi)(rng);
@@ -81,8 +81,10 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
     for (auto& t : r.prompt) t = static_cast<std::int32_t>(uniform(0, config.vocab - 1));
     const std::uint32_t room = static_cast<std::uint32_t>(config.max_context - r.prompt.size());
     r.max_new_tokens = uniform(1, std::min(options.max_new, room));
-    r.stop_token =
-        uniform(0, 3) == 0 ? -1 : static_cast<std::int32_t>(uniform(0, config.vocab - 1));
+    // Zero to three stop tokens, any of which ends the request.
+    for (std::uint32_t k = uniform(0, 3); k > 0; --k) {
+      r.stop_tokens.push_back(static_cast<std::int32_t>(uniform(0, config.vocab - 1)));
+    }
     r.sequence_id = sequence++;
     BATON_RETURN_IF_ERROR(model->WriteRequests(entry, {r}));
     live[entry] = std::move(r);
@@ -120,7 +122,10 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
           // Ended early: only on its stop token.
           BATON_ASSIGN_OR_RETURN(std::vector<std::int32_t> got,
                                  model->ReadGenerated(c.id, c.value));
-          if (got.back() != r.stop_token) ++bad;
+          if (std::find(r.stop_tokens.begin(), r.stop_tokens.end(), got.back()) ==
+              r.stop_tokens.end()) {
+            ++bad;
+          }
         }
       }
       if (steps < options.steps) BATON_RETURN_IF_ERROR(refill(c.id));

@@ -11,73 +11,73 @@
 namespace baton::detail::decode {
 
 // RoPE, KV append and attention. V is the elements one load moves (8 when
-// head_dim is a multiple of 8, else 2).
+// head_dim is a multiple of 8, else 2). Heads are grouped (grouped-query
+// attention): query head h reads key/value head h / group_size().
 
-// Rotates the pairs of one V-element piece of a head starting at element d
-// (even) by pos * theta^(-d / head_dim).
-template <int V>
-__device__ void rotate(const DecoderConfig& config, int pos, int d, float (&x)[V],
-                       const float (&s)[V / 2], const float (&c)[V / 2]) {
-#pragma unroll
-  for (int i = 0; i < V / 2; ++i) {
-    const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c[i] - x1 * s[i];
-    x[2 * i + 1] = x0 * s[i] + x1 * c[i];
-  }
-}
-
-// The rotation of the V / 2 pairs of a piece starting at element d (even)
-// of a head at position pos. A function of (config, pos, d) alone: the
-// attention kernel computes it before its wait, the position being settled.
+// The rotation of the V / 2 pairs of a piece starting at element d (even) of
+// a head at position pos: angle pos * inv_freq[pair], the table the model
+// computed (RopeInverseFrequencies: theta, linear or llama3 scaling). A
+// function of (table, pos, d) alone: the attention kernel computes it before
+// its wait, the position being settled.
 template <int V>
 struct RopeAngles {
   float s[V / 2], c[V / 2];
   __device__ RopeAngles() = default;
-  __device__ RopeAngles(const DecoderConfig& config, int pos, int d) {
+  __device__ RopeAngles(const DecoderConfig& config, const float* inv_freq, int pos, int d) {
 #pragma unroll
     for (int i = 0; i < V / 2; ++i) {
       const int pair = (d % config.head_dim) / 2 + i;
-      // theta^(-2i/head_dim) in fp32; the angle's error grows with pos, which
-      // max_context bounds (the tests' tolerance covers max_context 8192).
-      const float inv_freq = exp2f(-(2.0f * pair / config.head_dim) * log2f(config.rope_theta));
-      sincosf(static_cast<float>(pos) * inv_freq, &s[i], &c[i]);
+      // The angle in fp32, as transformers computes it; its error grows with
+      // pos, which max_context bounds (the tests' tolerance covers 8192).
+      sincosf(static_cast<float>(pos) * inv_freq[pair], &s[i], &c[i]);
     }
   }
 };
 
-// Rotates the V elements [d, d + V) of q and k of one head by `angles`
-// (RopeAngles(config, pos, d)), stores the rotated q in place and appends the
-// rotated k and the v to the cache row `row`. Returns the rotated q as the
-// storage type rounds it, and where k_copy and v_copy are given, writes the
-// appended k and v there too (the same bits).
+// The V elements [d, d + V) of a head row `x`, rotated by `angles`.
 template <class T, int V>
-__device__ __forceinline__ void rope_append_piece(const DecoderConfig& config, T* q, const T* k,
-                                                  const T* v, T* keys, T* values, std::size_t row,
-                                                  int pos, int d, const RopeAngles<V>& angles,
-                                                  float (&q_out)[V], T* k_copy = nullptr,
-                                                  T* v_copy = nullptr) {
-  const auto& s = angles.s;
-  const auto& c = angles.c;
-  const auto qv = load_packed<T, V>(q + d);
-  const auto kv = load_packed<T, V>(k + d);
-  const auto vv = load_packed<T, V>(v + d);
-  float qf[V], kf[V];
+__device__ __forceinline__ void rotated_piece(const T* x, int d, const RopeAngles<V>& angles,
+                                              float (&out)[V]) {
+  const auto xv = load_packed<T, V>(x + d);
 #pragma unroll
-  for (int e = 0; e < V; ++e) {
-    qf[e] = qv[e];
-    kf[e] = kv[e];
+  for (int i = 0; i < V / 2; ++i) {
+    const float x0 = xv[2 * i], x1 = xv[2 * i + 1];
+    out[2 * i] = x0 * angles.c[i] - x1 * angles.s[i];
+    out[2 * i + 1] = x0 * angles.s[i] + x1 * angles.c[i];
   }
-  rotate<V>(config, pos, d, qf, s, c);
-  rotate<V>(config, pos, d, kf, s, c);
+}
+
+// Rotates the piece [d, d + V) of q in place and returns it as the storage
+// type rounds it.
+template <class T, int V>
+__device__ __forceinline__ void rope_query_piece(T* q, int d, const RopeAngles<V>& angles,
+                                                 float (&q_out)[V]) {
+  float qf[V];
+  rotated_piece<T, V>(q, d, angles, qf);
   store_packed<T, V>(q + d, qf);
-  store_packed<T, V>(keys + row, kf);
-  *reinterpret_cast<typename Bits<V>::type*>(values + row) = vv.bits;
+#pragma unroll
+  for (int e = 0; e < V; ++e) q_out[e] = Storage<T>::load(Storage<T>::store(qf[e]));
+}
+
+// The piece [d, d + V) of this token's key (rotated) and value: appended to
+// the cache rows at `row` when `append` (one query head per group does it),
+// and written to k_copy / v_copy (the same bits) when given.
+template <class T, int V>
+__device__ __forceinline__ void rope_key_value_piece(const T* k, const T* v, T* keys, T* values,
+                                                     std::size_t row, int d,
+                                                     const RopeAngles<V>& angles, bool append,
+                                                     T* k_copy = nullptr, T* v_copy = nullptr) {
+  float kf[V];
+  rotated_piece<T, V>(k, d, angles, kf);
+  const auto vv = load_packed<T, V>(v + d);
+  if (append) {
+    store_packed<T, V>(keys + row, kf);
+    *reinterpret_cast<typename Bits<V>::type*>(values + row) = vv.bits;
+  }
   if (k_copy != nullptr) {
     store_packed<T, V>(k_copy, kf);
     *reinterpret_cast<typename Bits<V>::type*>(v_copy) = vv.bits;
   }
-#pragma unroll
-  for (int e = 0; e < V; ++e) q_out[e] = Storage<T>::load(Storage<T>::store(qf[e]));
 }
 
 inline constexpr int kAttentionThreads = 128;
@@ -90,8 +90,8 @@ inline constexpr int kAttentionChunk = 8;  // loads of one key row in flight at 
 // its head's q and k and appends k and v (EnqueueRopeAttention).
 // Dynamic shared memory: scores [max_context].
 template <class T, int V, bool Rope>
-__device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvCacheLayer cache,
-                                               DecodeBatch batch, T* out) {
+__device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
+                                               KvCacheLayer cache, DecodeBatch batch, T* out) {
   using WarpMax = cub::WarpReduce<float>;
   __shared__ typename WarpMax::TempStorage max_temp[kAttentionWarps];
   __shared__ float warp_maxima[kAttentionWarps];
@@ -105,6 +105,11 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   extern __shared__ float scores[];
   const std::uint32_t p = blockIdx.x;
   const int head = blockIdx.y;
+  const int kv_head = head / config.group_size();
+  // The group's first query head appends this token's key and value; the
+  // others compute the same rotated key for themselves (no block waits for
+  // another) and never read row pos back from the cache.
+  const bool appends = head % config.group_size() == 0;
   const int hd = config.head_dim;
   const int pieces = hd / V;  // loads per row
   const int groups = kAttentionThreads / pieces;
@@ -129,8 +134,8 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   const auto load_history = [&](std::uint32_t s, int r, int limit,
                                 Packed<T, V>(&key_rows)[kAttentionChunk],
                                 Packed<T, V>(&value_rows)[kValueUnroll]) {
-    const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, s, head, 0);
-    const T* values = static_cast<const T*>(cache.values) + cache_row(config, s, head, 0);
+    const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, s, kv_head, 0);
+    const T* values = static_cast<const T*>(cache.values) + cache_row(config, s, kv_head, 0);
     const int t = threadIdx.x + r * kAttentionThreads;
 #pragma unroll
     for (int j = 0; j < kAttentionChunk; ++j) {
@@ -155,12 +160,16 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
   RopeAngles<V> angles;
   if (batch.settled) {
     in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
-    if (Rope && rope_thread && in_range) angles = RopeAngles<V>(config, pos, threadIdx.x * V);
+    if (Rope && rope_thread && in_range) {
+      angles = RopeAngles<V>(config, inv_freq, pos, threadIdx.x * V);
+    }
   }
   enter_step_node(batch);
   if (!batch.settled) {
     in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
-    if (Rope && rope_thread && in_range) angles = RopeAngles<V>(config, pos, threadIdx.x * V);
+    if (Rope && rope_thread && in_range) {
+      angles = RopeAngles<V>(config, inv_freq, pos, threadIdx.x * V);
+    }
   }
   if (!live) return;
   T* out_row = out + static_cast<std::size_t>(p) * config.attention_width() + head * hd;
@@ -172,9 +181,12 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     return;
   }
   const int context = pos + 1;
-  T* q_row = qkv + static_cast<std::size_t>(p) * config.qkv_width() + head * hd;
-  T* keys = static_cast<T*>(cache.keys) + cache_row(config, slot, head, 0);
-  T* values = static_cast<T*>(cache.values) + cache_row(config, slot, head, 0);
+  T* qkv_row = qkv + static_cast<std::size_t>(p) * config.qkv_width();
+  T* q_row = qkv_row + head * hd;
+  const T* k_row = qkv_row + config.attention_width() + kv_head * hd;
+  const T* v_row = qkv_row + config.attention_width() + config.kv_width() + kv_head * hd;
+  T* keys = static_cast<T*>(cache.keys) + cache_row(config, slot, kv_head, 0);
+  T* values = static_cast<T*>(cache.values) + cache_row(config, slot, kv_head, 0);
   // The next round of history rows (keys kAttentionThreads.., values after
   // the first kValueUnroll per group), issued now so that they arrive with
   // q, k and v instead of a round trip after the scores (contexts up to 256
@@ -186,10 +198,10 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, T* qkv, KvC
     const int i = threadIdx.x;
     float qf[V];
     if constexpr (Rope) {
-      const int width = config.attention_width();
-      rope_append_piece<T, V>(config, q_row, q_row + width, q_row + 2 * width, keys, values,
-                              static_cast<std::size_t>(pos) * hd + i * V, pos, i * V, angles, qf,
-                              fresh_k + i * V, fresh_v + i * V);
+      rope_query_piece<T, V>(q_row, i * V, angles, qf);
+      rope_key_value_piece<T, V>(k_row, v_row, keys, values,
+                                 static_cast<std::size_t>(pos) * hd + i * V, i * V, angles, appends,
+                                 fresh_k + i * V, fresh_v + i * V);
     } else {
       const auto qv = load_packed<T, V>(q_row + i * V);
       const std::size_t row = static_cast<std::size_t>(pos) * hd + i * V;

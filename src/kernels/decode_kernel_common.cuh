@@ -196,9 +196,12 @@ class ClusterToFirstBlock {
   bool split_;
 };
 
-__device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot, int head,
-                                        int pos) {
-  return ((static_cast<std::size_t>(slot) * config.heads + head) * config.max_context + pos) *
+// Row `pos` of key/value head `kv_head` of a slot's KV cache.
+__device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot,
+                                        int kv_head, int pos) {
+  return ((static_cast<std::size_t>(slot) * config.key_value_heads() + kv_head) *
+              config.max_context +
+          pos) *
          config.head_dim;
 }
 

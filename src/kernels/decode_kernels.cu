@@ -41,12 +41,13 @@ using detail::decode::kRowThreads;
 using detail::decode::kSelectThreads;
 using detail::decode::kVector;
 using detail::decode::load_packed;
-using detail::decode::rope_append_piece;
+using detail::decode::RopeAngles;
 using detail::decode::row_body;
 using detail::decode::RowArgs;
 using detail::decode::RowSource;
 using detail::decode::select_blocks;
 using detail::decode::select_body;
+using detail::decode::SelectParams;
 using detail::decode::silu_mul;
 using detail::decode::store_packed;
 
@@ -58,28 +59,34 @@ __global__ void __launch_bounds__(kRowThreads)
 
 template <class T, int V>
 __global__ void __launch_bounds__(kRowThreads)
-    rope_append_kv_kernel(DecoderConfig config, T* qkv, KvCacheLayer cache, DecodeBatch batch) {
+    rope_append_kv_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
+                          DecodeBatch batch) {
   const std::uint32_t p = blockIdx.x;
   bool live = false;
   std::uint32_t slot = 0;
   int pos = 0;
   if (!enter_step_node_sequence(batch, config, p, live, slot, pos)) return;
-  const int width = config.attention_width();
   T* q = qkv + static_cast<std::size_t>(p) * config.qkv_width();
-  for (int d = threadIdx.x * V; d < width; d += kRowThreads * V) {
-    const int head = d / config.head_dim;
-    const std::size_t row = cache_row(config, slot, head, pos) + d % config.head_dim;
+  const T* k = q + config.attention_width();
+  const T* v = k + config.kv_width();
+  for (int d = threadIdx.x * V; d < config.attention_width(); d += kRowThreads * V) {
     float unused[V];
-    rope_append_piece<T, V>(config, q, q + width, q + 2 * width, static_cast<T*>(cache.keys),
-                            static_cast<T*>(cache.values), row, pos, d,
-                            detail::decode::RopeAngles<V>(config, pos, d), unused);
+    detail::decode::rope_query_piece<T, V>(q, d, RopeAngles<V>(config, inv_freq, pos, d), unused);
+  }
+  for (int d = threadIdx.x * V; d < config.kv_width(); d += kRowThreads * V) {
+    const int kv_head = d / config.head_dim;
+    const std::size_t row = cache_row(config, slot, kv_head, pos) + d % config.head_dim;
+    detail::decode::rope_key_value_piece<T, V>(
+        k, v, static_cast<T*>(cache.keys), static_cast<T*>(cache.values), row, d,
+        RopeAngles<V>(config, inv_freq, pos, d), /*append=*/true);
   }
 }
 
 template <class T, int V, bool Rope>
 __global__ void __launch_bounds__(kAttentionThreads)
-    attention_kernel(DecoderConfig config, T* qkv, KvCacheLayer cache, DecodeBatch batch, T* out) {
-  attention_body<T, V, Rope>(config, qkv, cache, batch, out);
+    attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
+                     DecodeBatch batch, T* out) {
+  attention_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, out);
 }
 
 template <class T>
@@ -100,7 +107,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // The cluster is set at launch (launch_clustered_step_kernel).
 template <class T, bool Sample>
 __global__ void __launch_bounds__(kSelectThreads)
-    select_kernel(DecoderConfig config, const T* logits, DecodeBatch batch, SamplingParams params,
+    select_kernel(DecoderConfig config, const T* logits, DecodeBatch batch, SelectParams params,
                   const std::uint64_t* sequence_ids, const std::uint32_t* sequence_steps,
                   std::int32_t* tokens) {
   select_body<T, Sample>(config, logits, batch, params, sequence_ids, sequence_steps, tokens);
@@ -127,7 +134,8 @@ cudaError_t dispatch(DecoderDType dtype, Body&& body) {
 
 // The shapes ValidateDecoderConfig accepts (16-byte rows included).
 bool shape_ok(const DecoderConfig& config, const DecodeBatch& batch) {
-  return config.d_model > 0 && config.heads > 0 && config.head_dim > 0 &&
+  return config.d_model > 0 && config.heads > 0 && config.kv_heads >= 0 &&
+         config.heads % config.key_value_heads() == 0 && config.head_dim > 0 &&
          config.head_dim % 2 == 0 && config.head_dim <= kDecoderMaxHeadDim && config.ffn > 0 &&
          config.vocab > 0 && config.max_context > 0 && config.max_context <= kDecoderMaxContext &&
          config.d_model % kVector == 0 && config.ffn % kVector == 0 &&
@@ -152,9 +160,11 @@ cudaError_t launch_row(const DecoderConfig& config, const RowArgs& args, DecodeB
 }
 
 template <bool Rope>
-cudaError_t launch_attention(const DecoderConfig& config, void* qkv, KvCacheLayer cache,
-                             DecodeBatch batch, void* out, cudaStream_t stream) {
-  if (!shape_ok(config, batch) || batch.slots == nullptr || batch.positions == nullptr) {
+cudaError_t launch_attention(const DecoderConfig& config, const float* inv_freq, void* qkv,
+                             KvCacheLayer cache, DecodeBatch batch, void* out,
+                             cudaStream_t stream) {
+  if (!shape_ok(config, batch) || batch.slots == nullptr || batch.positions == nullptr ||
+      (Rope && inv_freq == nullptr)) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
@@ -163,18 +173,19 @@ cudaError_t launch_attention(const DecoderConfig& config, void* qkv, KvCacheLaye
   const bool wide = config.head_dim % kVector == 0;
   return dispatch(config.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return wide ? launch_step_kernel(attention_kernel<T, kVector, Rope>, grid,
-                                     dim3(kAttentionThreads), shared_bytes, stream, config,
-                                     static_cast<T*>(qkv), cache, batch, static_cast<T*>(out))
-                : launch_step_kernel(attention_kernel<T, 2, Rope>, grid, dim3(kAttentionThreads),
-                                     shared_bytes, stream, config, static_cast<T*>(qkv), cache,
-                                     batch, static_cast<T*>(out));
+    return wide
+               ? launch_step_kernel(attention_kernel<T, kVector, Rope>, grid,
+                                    dim3(kAttentionThreads), shared_bytes, stream, config, inv_freq,
+                                    static_cast<T*>(qkv), cache, batch, static_cast<T*>(out))
+               : launch_step_kernel(attention_kernel<T, 2, Rope>, grid, dim3(kAttentionThreads),
+                                    shared_bytes, stream, config, inv_freq, static_cast<T*>(qkv),
+                                    cache, batch, static_cast<T*>(out));
   });
 }
 
 template <bool Sample>
 cudaError_t launch_select(const DecoderConfig& config, const void* logits, DecodeBatch batch,
-                          SamplingParams params, const std::uint64_t* sequence_ids,
+                          SelectParams params, const std::uint64_t* sequence_ids,
                           const std::uint32_t* sequence_steps, std::int32_t* tokens,
                           cudaStream_t stream) {
   const unsigned cluster = static_cast<unsigned>(select_blocks(config.vocab));
@@ -200,7 +211,9 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
   if (detail::decode::normed_input(Input)) {
     input_ok = input_ok && io.norm_weight != nullptr && aligned(io.norm_weight);
   }
-  const bool output_ok = Output == GemvOutput::kStore ? true : io.residual != nullptr;
+  const bool output_ok =
+      (Output == GemvOutput::kStore ? io.y != nullptr : io.residual != nullptr) &&
+      reinterpret_cast<std::uintptr_t>(io.bias) % 2 == 0;
   if (out_features < 1 || in_features < 1 || in_features % kVector != 0 || !aligned(w) ||
       !input_ok || !output_ok || batch.active == nullptr) {
     return cudaErrorInvalidValue;
@@ -273,9 +286,10 @@ cudaError_t EnqueueResidualAddRmsNorm(const DecoderConfig& config, float* hidden
   return launch_row<RowSource::kResidual, true>(config, args, batch, stream);
 }
 
-cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, void* qkv, KvCacheLayer cache,
-                                DecodeBatch batch, cudaStream_t stream) {
-  if (!shape_ok(config, batch) || batch.slots == nullptr || batch.positions == nullptr) {
+cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, const float* inv_freq, void* qkv,
+                                KvCacheLayer cache, DecodeBatch batch, cudaStream_t stream) {
+  if (!shape_ok(config, batch) || batch.slots == nullptr || batch.positions == nullptr ||
+      inv_freq == nullptr) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
@@ -283,23 +297,25 @@ cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, void* qkv, KvCacheL
   return dispatch(config.dtype, [&](auto tag) {
     using T = decltype(tag);
     return wide ? launch_step_kernel(rope_append_kv_kernel<T, kVector>, dim3(batch.capacity),
-                                     dim3(kRowThreads), 0, stream, config, static_cast<T*>(qkv),
-                                     cache, batch)
+                                     dim3(kRowThreads), 0, stream, config, inv_freq,
+                                     static_cast<T*>(qkv), cache, batch)
                 : launch_step_kernel(rope_append_kv_kernel<T, 2>, dim3(batch.capacity),
-                                     dim3(kRowThreads), 0, stream, config, static_cast<T*>(qkv),
-                                     cache, batch);
+                                     dim3(kRowThreads), 0, stream, config, inv_freq,
+                                     static_cast<T*>(qkv), cache, batch);
   });
 }
 
 cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv, KvCacheLayer cache,
                                    DecodeBatch batch, void* out, cudaStream_t stream) {
   // Read only without RoPE.
-  return launch_attention<false>(config, const_cast<void*>(qkv), cache, batch, out, stream);
+  return launch_attention<false>(config, nullptr, const_cast<void*>(qkv), cache, batch, out,
+                                 stream);
 }
 
-cudaError_t EnqueueRopeAttention(const DecoderConfig& config, void* qkv, KvCacheLayer cache,
-                                 DecodeBatch batch, void* out, cudaStream_t stream) {
-  return launch_attention<true>(config, qkv, cache, batch, out, stream);
+cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq, void* qkv,
+                                 KvCacheLayer cache, DecodeBatch batch, void* out,
+                                 cudaStream_t stream) {
+  return launch_attention<true>(config, inv_freq, qkv, cache, batch, out, stream);
 }
 
 cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up, DecodeBatch batch,
@@ -336,6 +352,49 @@ cudaError_t EnqueueSample(const DecoderConfig& config, const void* logits, Decod
   if (batch.capacity == 0) return cudaSuccess;
   return launch_select<true>(config, logits, batch, params, sequence_ids, sequence_steps, tokens,
                              stream);
+}
+
+cudaError_t EnqueueGemvFused(DecoderDType dtype, detail::decode::GemvInput input,
+                             detail::decode::GemvOutput output, const void* w, int out_features,
+                             int in_features, const detail::decode::GemvIo& io, DecodeBatch batch,
+                             cudaStream_t stream) {
+  const bool store = output == GemvOutput::kStore;
+  switch (input) {
+    case GemvInput::kPlain:
+      return store ? launch_gemv<GemvInput::kPlain, GemvOutput::kStore>(
+                         dtype, w, out_features, in_features, io, batch, stream)
+                   : launch_gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(
+                         dtype, w, out_features, in_features, io, batch, stream);
+    case GemvInput::kGated:
+      return store ? launch_gemv<GemvInput::kGated, GemvOutput::kStore>(
+                         dtype, w, out_features, in_features, io, batch, stream)
+                   : launch_gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(
+                         dtype, w, out_features, in_features, io, batch, stream);
+    case GemvInput::kRmsNorm:
+      if (!store) return cudaErrorInvalidValue;  // no step adds a normed projection
+      return launch_gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(dtype, w, out_features,
+                                                                  in_features, io, batch, stream);
+    case GemvInput::kEmbeddingRmsNorm:
+      if (!store) return cudaErrorInvalidValue;
+      return launch_gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
+          dtype, w, out_features, in_features, io, batch, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t EnqueueSamplePositions(const DecoderConfig& config, const void* logits,
+                                   DecodeBatch batch, const PositionSampling* params,
+                                   const std::uint64_t* sequence_ids,
+                                   const std::uint32_t* sequence_steps, std::int32_t* tokens,
+                                   cudaStream_t stream) {
+  if (!shape_ok(config, batch) || params == nullptr || sequence_ids == nullptr ||
+      sequence_steps == nullptr ||
+      reinterpret_cast<std::uintptr_t>(params) % alignof(PositionSampling) != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (batch.capacity == 0) return cudaSuccess;
+  return launch_select<true>(config, logits, batch, SelectParams(SamplingParams{}, params),
+                             sequence_ids, sequence_steps, tokens, stream);
 }
 
 cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features, int in_features,

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "baton/decoder_config.h"
+#include "kernels/gemv_io.h"
 
 namespace baton {
 
@@ -59,8 +60,8 @@ struct DecodeBatch {
   bool launch_next_early = false;
 };
 
-// KV cache of one layer, [max_slots, heads, max_context, head_dim] for keys
-// and values alike, in the config's dtype.
+// KV cache of one layer, [max_slots, kv_heads, max_context, head_dim] for
+// keys and values alike, in the config's dtype.
 struct KvCacheLayer {
   void* keys = nullptr;
   void* values = nullptr;
@@ -99,28 +100,32 @@ struct KvCacheLayer {
                                                     DecodeBatch batch, void* out,
                                                     cudaStream_t stream);
 
-// RoPE on q and k of qkv[p] = q | k | v (each heads * head_dim) at the
-// sequence's position pos = positions[slot]: pairs (2i, 2i+1) of each head
-// rotate by pos * rope_theta^(-2i / head_dim). q is rotated in place; the
-// rotated k and v are appended to the cache at [slot][head][pos]. A position
-// outside [0, max_context) writes nothing (attention then outputs zeros).
-[[nodiscard]] cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, void* qkv,
-                                              KvCacheLayer cache, DecodeBatch batch,
+// RoPE on q and k of qkv[p] = q (heads * head_dim) | k | v (kv_heads *
+// head_dim each) at the sequence's position pos = positions[slot]: pairs
+// (2i, 2i+1) of each head rotate by pos * inv_freq[i] (inv_freq: head_dim / 2
+// floats in device memory, RopeInverseFrequencies of kernels/rope.h). q is
+// rotated in place; the rotated k and the v are appended to the cache at
+// [slot][kv_head][pos]. A position outside [0, max_context) writes nothing
+// (attention then outputs zeros).
+[[nodiscard]] cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, const float* inv_freq,
+                                              void* qkv, KvCacheLayer cache, DecodeBatch batch,
                                               cudaStream_t stream);
 
 // out[p][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
-// cache entries [0, pos] (its context, this token included), for the q in
-// qkv[p]. One block per (position, head); the softmax subtracts the row max.
+// cache entries [0, pos] of key/value head head / group_size() (its context,
+// this token included), for the q in qkv[p]. One block per (position, query
+// head); the softmax subtracts the row max.
 [[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
                                                  KvCacheLayer cache, DecodeBatch batch, void* out,
                                                  cudaStream_t stream);
 
 // EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel: each
-// (position, head) block rotates its head's q (in place) and k, appends k and
-// v at pos, then attends over [0, pos]. Same results and contract.
-[[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, void* qkv,
-                                               KvCacheLayer cache, DecodeBatch batch, void* out,
-                                               cudaStream_t stream);
+// (position, query head) block rotates its head's q (in place) and its group's
+// k, the group's first head appends k and v at pos, then each attends over
+// [0, pos]. Same results and contract.
+[[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq,
+                                               void* qkv, KvCacheLayer cache, DecodeBatch batch,
+                                               void* out, cudaStream_t stream);
 
 // out[p][i] = silu(gate_up[p][i]) * gate_up[p][ffn + i]; silu(g) = g / (1 + e^-g).
 [[nodiscard]] cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up,
@@ -140,12 +145,60 @@ struct KvCacheLayer {
 // 0.5) * 2^-23 (exact in fp32, strictly inside (0, 1)). So a token depends only on (seed,
 // sequence id, the sequence's step, logits): not on batch position, bucket or
 // engine, and steps of one sequence never reuse a counter. temperature <= 0
-// means greedy (EnqueueArgmax's rule, ties included).
+// means greedy (EnqueueArgmax's rule, ties included). top_k and top_p filter
+// the tokens first, as EnqueueSamplePositions describes (one set of
+// parameters for every position); the defaults filter nothing.
 [[nodiscard]] cudaError_t EnqueueSample(const DecoderConfig& config, const void* logits,
                                         DecodeBatch batch, SamplingParams params,
                                         const std::uint64_t* sequence_ids,
                                         const std::uint32_t* sequence_steps, std::int32_t* tokens,
                                         cudaStream_t stream);
+
+// One position's sampling parameters (a request's), as EnqueueSamplePositions
+// reads them by batch position. All-zero bytes mean greedy.
+struct PositionSampling {
+  float temperature = 0.0f;  // <= 0 (or NaN): greedy
+  std::uint32_t top_k = 0;   // 0 (or >= vocab): off
+  float top_p = 1.0f;        // >= 1 (or NaN): off
+  std::uint32_t pad = 0;
+  unsigned long long seed = 0;
+};
+static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte device record");
+
+// Token selection with each position's own parameters: params, sequence_ids
+// and sequence_steps are device arrays [capacity] indexed by batch position
+// (the Gumbel noise is EnqueueSample's, keyed by (params[p].seed,
+// sequence_ids[p], sequence_steps[p])). For position p, with T, K, P its
+// temperature, top_k, top_p and x_i its logits as stored (fp16/bf16):
+//   - T <= 0: greedy, EnqueueArgmax's rule (NaN as -inf, ties to the lowest
+//     index).
+//   - T > 0, no filter (K == 0 or K >= vocab, and P >= 1): Gumbel-max over
+//     the whole vocabulary, the same token EnqueueSample gives.
+//   - Otherwise filtered, in transformers' warper order (temperature, top-k,
+//     top-p). Tokens are ordered by an order-preserving 16-bit key of the
+//     stored logit (NaN as -inf, -0 equal to +0): equal keys are equal
+//     logits, a "key group". Top-k: theta_k = the K-th largest key counting
+//     multiplicity; token i is kept iff key_i >= theta_k (ties at the
+//     boundary all kept, as transformers' TopKLogitsWarper). Top-p, on the
+//     tokens top-k kept: q_i = w_i / Z with w_i = exp((x_i - x_max) / T)
+//     (w = 1 for the largest key, so rows of -inf and rows with +inf are
+//     defined) and Z the sum over kept tokens; a key group is kept iff the
+//     mass of kept tokens with a larger key is < P (transformers keeps a
+//     token iff the mass strictly above it is < P; here tokens of equal
+//     logit are kept or dropped together). The top group always survives.
+//     token = argmax over the survivors of (x_i / T + g_i), EnqueueSample's
+//     scores and noise, ties to the lowest index.
+// Masses are summed as 64-bit fixed-point integers (weights rounded to
+// 2^-40), exact and order-free, so a position's token depends only on its
+// row and parameters: the same bits at any batch position, capacity, bucket
+// or engine. The filtered path reads the row up to four times (L2 after the
+// first); greedy and plain positions take the single pass of EnqueueArgmax /
+// EnqueueSample.
+[[nodiscard]] cudaError_t EnqueueSamplePositions(const DecoderConfig& config, const void* logits,
+                                                 DecodeBatch batch, const PositionSampling* params,
+                                                 const std::uint64_t* sequence_ids,
+                                                 const std::uint32_t* sequence_steps,
+                                                 std::int32_t* tokens, cudaStream_t stream);
 
 // The runtime's own GEMV (DecoderGemm::kBatonGemv): y[p] = W · x[p], W
 // [out_features, in_features] row-major, x [capacity, in_features], y
@@ -156,6 +209,17 @@ struct KvCacheLayer {
 [[nodiscard]] cudaError_t EnqueueGemv(DecoderDType dtype, const void* w, int out_features,
                                       int in_features, const void* x, DecodeBatch batch, void* y,
                                       cudaStream_t stream);
+
+// The GEMV with any of its fusions (kernels/gemv_io.h: what each input and
+// output reads and writes, and the optional bias), as the decoder's step
+// plan launches it. Batch invariant like EnqueueGemv. kRmsNorm and
+// kEmbeddingRmsNorm inputs store their output (cudaErrorInvalidValue
+// otherwise).
+[[nodiscard]] cudaError_t EnqueueGemvFused(DecoderDType dtype, detail::decode::GemvInput input,
+                                           detail::decode::GemvOutput output, const void* w,
+                                           int out_features, int in_features,
+                                           const detail::decode::GemvIo& io, DecodeBatch batch,
+                                           cudaStream_t stream);
 
 // EnqueueSiluMul fused into EnqueueGemv's input: y[p] = W · m[p] with m[p][i]
 // = silu(gate_up[p][i]) * gate_up[p][in_features + i] rounded to the dtype,

@@ -26,6 +26,11 @@ absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
         Positive{"max_context", config.max_context}}) {
     if (field.value < 1) return Invalid(field.name, field.value, "must be >= 1");
   }
+  if (config.kv_heads < 0 || config.heads % config.key_value_heads() != 0) {
+    return Invalid("kv_heads", config.kv_heads,
+                   absl::StrCat("must divide heads (", config.heads,
+                                "): each key/value head serves a whole group of query heads"));
+  }
   if (config.dtype != DecoderDType::kFloat16 && config.dtype != DecoderDType::kBFloat16) {
     return Invalid("dtype", static_cast<double>(config.dtype),
                    "is not a DecoderDType; use kFloat16 or kBFloat16");
@@ -39,7 +44,8 @@ absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
   // GEMM rows (cuBLASLt plans and the runtime's GEMV) load 16 bytes at a time.
   for (const Positive& field :
        {Positive{"d_model", config.d_model}, Positive{"ffn", config.ffn},
-        Positive{"vocab", config.vocab}, Positive{"heads * head_dim", config.attention_width()}}) {
+        Positive{"vocab", config.vocab}, Positive{"heads * head_dim", config.attention_width()},
+        Positive{"kv_heads * head_dim", config.kv_width()}}) {
     if (field.value % kDecoderRowAlignment != 0) {
       return Invalid(field.name, field.value,
                      absl::StrCat("must be a multiple of ", kDecoderRowAlignment,
@@ -54,8 +60,25 @@ absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
   if (!(config.rms_epsilon > 0.0f) || !std::isfinite(config.rms_epsilon)) {
     return Invalid("rms_epsilon", config.rms_epsilon, "must be a finite value > 0");
   }
-  if (!(config.rope_theta > 1.0f) || !std::isfinite(config.rope_theta)) {
-    return Invalid("rope_theta", config.rope_theta, "must be a finite value > 1 (e.g. 10000)");
+  const RopeConfig& rope = config.rope;
+  if (!(rope.theta > 1.0f) || !std::isfinite(rope.theta)) {
+    return Invalid("rope.theta", rope.theta, "must be a finite value > 1 (e.g. 10000)");
+  }
+  if (rope.scaling != RopeScalingType::kNone && rope.scaling != RopeScalingType::kLinear &&
+      rope.scaling != RopeScalingType::kLlama3) {
+    return Invalid("rope.scaling", static_cast<double>(rope.scaling),
+                   "is not a RopeScalingType; use kNone, kLinear or kLlama3");
+  }
+  if (rope.scaling != RopeScalingType::kNone &&
+      (!(rope.factor > 0.0f) || !std::isfinite(rope.factor))) {
+    return Invalid("rope.factor", rope.factor, "must be a finite value > 0");
+  }
+  if (rope.scaling == RopeScalingType::kLlama3 &&
+      (!(rope.low_freq_factor > 0.0f) || !(rope.high_freq_factor > rope.low_freq_factor) ||
+       !std::isfinite(rope.high_freq_factor) || rope.original_max_position_embeddings < 1)) {
+    return Invalid("rope.high_freq_factor", rope.high_freq_factor,
+                   "with llama3 scaling needs 0 < low_freq_factor < high_freq_factor and "
+                   "original_max_position_embeddings >= 1");
   }
   return absl::OkStatus();
 }

@@ -28,6 +28,8 @@ enum Tensor : std::uint64_t {
   kFfnNorm = 3,
   kGateUp = 4,
   kDown = 5,
+  kQkvBias = 6,
+  kOBias = 7,
 };
 std::uint64_t LayerTensor(int layer, std::uint64_t k) { return 16 + 8 * layer + k; }
 
@@ -64,7 +66,8 @@ std::size_t DecoderHostWeights::bytes() const {
   std::size_t elements = embedding.size() + final_norm.size() + lm_head.size();
   for (const DecoderLayerWeights& layer : layers) {
     elements += layer.attn_norm.size() + layer.wqkv.size() + layer.wo.size() +
-                layer.ffn_norm.size() + layer.w_gate_up.size() + layer.w_down.size();
+                layer.ffn_norm.size() + layer.w_gate_up.size() + layer.w_down.size() +
+                layer.qkv_bias.size() + layer.o_bias.size();
   }
   return elements * sizeof(std::uint16_t);
 }
@@ -87,6 +90,12 @@ absl::StatusOr<DecoderHostWeights> GenerateDecoderWeights(const DecoderConfig& c
     layer.w_gate_up =
         Linear(config, seed, LayerTensor(l, kGateUp), config.gate_up_width(), config.d_model);
     layer.w_down = Linear(config, seed, LayerTensor(l, kDown), config.d_model, config.ffn);
+    if (config.qkv_bias) {
+      layer.qkv_bias = Fill(config, seed, LayerTensor(l, kQkvBias), config.qkv_width(), 0.0, 0.5);
+    }
+    if (config.o_bias) {
+      layer.o_bias = Fill(config, seed, LayerTensor(l, kOBias), config.d_model, 0.0, 0.5);
+    }
     weights.layers.push_back(std::move(layer));
   }
   weights.final_norm = Norm(config, seed, kFinalNorm);

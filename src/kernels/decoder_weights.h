@@ -17,11 +17,14 @@ namespace baton {
 // layer's weight is [out_features, in_features].
 struct DecoderLayerWeights {
   std::vector<std::uint16_t> attn_norm;  // [d_model]
-  std::vector<std::uint16_t> wqkv;       // [qkv_width, d_model]: rows q | k | v
+  std::vector<std::uint16_t> wqkv;       // [qkv_width, d_model]: rows q | k | v (RoPE pairs
+                                         // (2i, 2i + 1) of each head adjacent)
   std::vector<std::uint16_t> wo;         // [d_model, attention_width]
   std::vector<std::uint16_t> ffn_norm;   // [d_model]
   std::vector<std::uint16_t> w_gate_up;  // [gate_up_width, d_model]: rows gate | up
   std::vector<std::uint16_t> w_down;     // [d_model, ffn]
+  std::vector<std::uint16_t> qkv_bias;   // [qkv_width] when config.qkv_bias, else empty
+  std::vector<std::uint16_t> o_bias;     // [d_model] when config.o_bias, else empty
 };
 
 struct DecoderHostWeights {

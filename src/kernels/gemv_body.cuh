@@ -29,6 +29,7 @@
 
 #include "baton/config.h"
 #include "kernels/decode_kernel_common.cuh"
+#include "kernels/gemv_io.h"
 
 namespace baton::detail::decode {
 
@@ -39,58 +40,6 @@ inline constexpr int kMmaK = 32;  // elements of a row per k-block (two mmas)
 inline constexpr int kMmaUnroll = 4;
 inline constexpr int kMmaMaxSplit = 8;        // blocks of a cluster (portable size)
 inline constexpr int kMmaTargetBlocks = 264;  // two per SM of an H100/H200: one wave
-
-enum class GemvInput { kPlain, kGated, kRmsNorm, kEmbeddingRmsNorm };
-enum class GemvOutput { kStore, kResidualAdd };
-
-// What a GEMV reads besides W and where it writes.
-struct GemvIo {
-  const void* x = nullptr;               // kPlain [capacity, in]; kGated [capacity, 2 * in]
-  const float* hidden = nullptr;         // kRmsNorm: residual stream [capacity, in] (fp32)
-  const void* embedding = nullptr;       // kEmbeddingRmsNorm: table [vocab, in]
-  const std::int32_t* tokens = nullptr;  // kEmbeddingRmsNorm: [capacity]
-  float* embedded = nullptr;             // kEmbeddingRmsNorm: hidden = the rows, fp32
-  int vocab = 0;                         // kEmbeddingRmsNorm: tokens outside [0, vocab): zero rows
-  const void* norm_weight = nullptr;     // k*RmsNorm: [in]
-  float rms_epsilon = 0.0f;              // k*RmsNorm
-  void* y = nullptr;                     // kStore: [capacity, out]
-  float* residual = nullptr;             // kResidualAdd: [capacity, out] (fp32), += y
-
-  // The four shapes the decoder step uses, for the graph path's launchers
-  // and the dynamic-parallelism step alike.
-  BATON_HOST_DEVICE static GemvIo plain(const void* x, void* y) {
-    GemvIo io;
-    io.x = x;
-    io.y = y;
-    return io;
-  }
-  BATON_HOST_DEVICE static GemvIo residual_add(const void* x, float* hidden) {
-    GemvIo io;
-    io.x = x;
-    io.residual = hidden;
-    return io;
-  }
-  BATON_HOST_DEVICE static GemvIo rms_norm(const DecoderConfig& config, const float* hidden,
-                                           const void* norm_weight, void* y) {
-    GemvIo io;
-    io.hidden = hidden;
-    io.norm_weight = norm_weight;
-    io.rms_epsilon = config.rms_epsilon;
-    io.y = y;
-    return io;
-  }
-  BATON_HOST_DEVICE static GemvIo embedding_rms_norm(const DecoderConfig& config,
-                                                     const void* embedding,
-                                                     const std::int32_t* tokens, float* hidden,
-                                                     const void* norm_weight, void* y) {
-    GemvIo io = rms_norm(config, nullptr, norm_weight, y);
-    io.embedding = embedding;
-    io.tokens = tokens;
-    io.embedded = hidden;
-    io.vocab = config.vocab;
-    return io;
-  }
-};
 
 inline constexpr bool normed_input(GemvInput input) {
   return input == GemvInput::kRmsNorm || input == GemvInput::kEmbeddingRmsNorm;
@@ -337,6 +286,9 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   if constexpr (Output == GemvOutput::kResidualAdd) {
     if (batch.settled && out_thread && out_n < batch.capacity) residual = io.residual[out_at];
   }
+  // The bias (constant, like the weights) is loaded before the wait.
+  const float bias =
+      io.bias != nullptr && out_thread ? load(static_cast<const T*>(io.bias), out_row) : 0.0f;
   const std::uint32_t active = enter_step_node_active(batch);
   if (p0 >= active) {  // uniform across the cluster
     gather.leave();
@@ -402,7 +354,8 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   partial[warp][(g + 8) * kMmaPositions + 2 * c] = d[2];
   partial[warp][(g + 8) * kMmaPositions + 2 * c + 1] = d[3];
   __syncthreads();
-  const auto write = [&](float total) {
+  const auto write = [&](float sum) {
+    const float total = io.bias != nullptr ? sum + bias : sum;
     if constexpr (Output == GemvOutput::kStore) {
       store(static_cast<T*>(io.y), out_at, total);
     } else {

@@ -1,89 +1,27 @@
-// Token selection (argmax, or Gumbel-max sampling): the select kernel's body,
-// shared by the graph path (decode_kernels.cu) and the dynamic-parallelism
-// step (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+// Token selection (argmax, Gumbel-max sampling, or top-k / top-p sampling):
+// the select kernel's body, shared by the graph path (decode_kernels.cu) and
+// the dynamic-parallelism step (src/dynamic_parallelism/dp_decoder_step.cu).
+// Internal; Abseil-free.
 //
 // Token selection: a cluster of blocks per position splits the vocabulary;
 // each block reduces its share and the cluster's first block reduces the
-// blocks' candidates through distributed shared memory.
+// blocks' candidates through distributed shared memory. Greedy and plain
+// temperature sampling take one pass over the row; a position that asks for
+// top-k or top-p takes the filtered path (select_filter.cuh), several passes.
+// Which one is decided per position at run time (captured graphs serve
+// requests that change), uniformly across the position's cluster.
 
 #pragma once
-
-#include <curand_kernel.h>
 
 #include <climits>
 #include <cstdint>
 
 #include "baton/config.h"
 #include "kernels/decode_kernel_common.cuh"
+#include "kernels/select_common.cuh"
+#include "kernels/select_filter.cuh"
 
 namespace baton::detail::decode {
-
-// A candidate token: the larger score wins, ties go to the lower index (a
-// total order, so the reduction's shape cannot change the winner).
-struct Candidate {
-  float score;
-  int index;
-};
-struct BetterCandidate {
-  __device__ Candidate operator()(const Candidate& a, const Candidate& b) const {
-    if (a.score > b.score) return a;
-    if (b.score > a.score) return b;
-    return a.index <= b.index ? a : b;
-  }
-};
-
-// The same order with the score as an unsigned key (larger scores, larger
-// keys; -0 counts as +0, as the float comparison has it), so that a warp
-// finds its best candidate with two warp-wide min/max instructions instead
-// of five rounds of shuffles and comparisons (H100: the block reduction
-// took 0.6 us of token selection's 2.3).
-struct KeyedCandidate {
-  unsigned key;
-  int index;
-};
-__device__ inline unsigned score_key(float score) {
-  const unsigned bits = __float_as_uint(score + 0.0f);  // -0 + 0 = +0
-  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
-}
-__device__ inline KeyedCandidate better_keyed(const KeyedCandidate& a, const KeyedCandidate& b) {
-  if (a.key != b.key) return a.key > b.key ? a : b;
-  return a.index <= b.index ? a : b;
-}
-
-inline constexpr int kSelectThreads = 256;
-inline constexpr int kSelectWarps = kSelectThreads / 32;
-inline constexpr int kSelectMaxCluster = 8;  // the portable cluster size
-inline constexpr int kSelectUnroll = 2;      // 16-byte loads per thread in flight
-
-// Blocks (one cluster) per position: enough that each thread has about
-// kSelectUnroll loads, at most a portable cluster. A function of the
-// vocabulary alone.
-[[nodiscard]] BATON_HOST_DEVICE constexpr int select_blocks(int vocab) {
-  const int per_block = kSelectThreads * kSelectUnroll;
-  const int wanted = (vocab / kVector + per_block - 1) / per_block;
-  return wanted < 1 ? 1 : wanted > kSelectMaxCluster ? kSelectMaxCluster : wanted;
-}
-
-// Gumbel noise of the 8 elements [i, i + 8) for (seed, sequence, step): see
-// EnqueueSample's comment for the mapping. The first offset is a multiple of
-// 4 (vocab and i are multiples of 8), so one Philox block serves 4 elements,
-// in the order curand() would return them.
-__device__ inline void gumbel8(unsigned long long seed, std::uint64_t sequence, std::uint32_t step,
-                               int vocab, int i, float (&g)[kVector]) {
-  curandStatePhilox4_32_10_t state;
-  curand_init(seed, sequence,
-              static_cast<unsigned long long>(step) * static_cast<unsigned long long>(vocab) + i,
-              &state);
-  const uint4 a = curand4(&state);
-  const uint4 b = curand4(&state);
-  const unsigned int bits[kVector] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int e = 0; e < kVector; ++e) {
-    // 23 bits keep (b + 0.5) exact in fp32, so u never rounds to 0 or 1.
-    const float u = (static_cast<float>(bits[e] >> 9) + 0.5f) * 0x1.0p-23f;
-    g[e] = -logf(-logf(u));
-  }
-}
 
 // What a caller adds to token selection (the decoder model ends its step
 // in the same kernel): prepare(p) runs before the wait for the previous node
@@ -96,12 +34,35 @@ struct NoSelectHooks {
   __device__ void chose(std::uint32_t, std::int32_t) const {}
 };
 
+// The single pass of greedy (Sample = false) and plain temperature sampling:
+// this thread's best candidate of its share of the row.
+template <class T, bool Sample>
+__device__ __forceinline__ Candidate best_in_row(const T* row, int vocab, float inv_temperature,
+                                                 unsigned long long seed, std::uint64_t sequence,
+                                                 std::uint32_t step) {
+  Candidate best{-INFINITY, INT_MAX};
+  const BetterCandidate better;
+  for_each_row_vector(row, vocab / kVector, [&](int v, const Packed<T, kVector>& x) {
+    float g[kVector] = {};
+    if (Sample) gumbel8(seed, sequence, step, vocab, v * kVector, g);
+#pragma unroll
+    for (int e = 0; e < kVector; ++e) {
+      best = better(best,
+                    Candidate{select_score<Sample>(x[e], inv_temperature, g[e]), v * kVector + e});
+    }
+  });
+  return best;
+}
+
 // Grid (blocks, capacity), clusters of (blocks, 1, 1): set at launch time on
 // the graph path, compiled in with __cluster_dims__ for device launches
-// (select_blocks gives the count).
+// (select_blocks gives the count). Sample = false: argmax for every position
+// (params unused). Sample = true: each position by its own parameters
+// (params.at(p)): greedy when temperature <= 0, the filtered path when it
+// asks for top_k in (0, vocab) or top_p < 1, plain Gumbel-max otherwise.
 template <class T, bool Sample, class Hooks = NoSelectHooks>
 __device__ __forceinline__ void select_body(DecoderConfig config, const T* logits,
-                                            DecodeBatch batch, SamplingParams params,
+                                            DecodeBatch batch, SelectParams params,
                                             const std::uint64_t* sequence_ids,
                                             const std::uint32_t* sequence_steps,
                                             std::int32_t* tokens, Hooks hooks = Hooks{}) {
@@ -119,38 +80,21 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
     return;
   }
   const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
-  const float inv_temperature = Sample ? 1.0f / params.temperature : 1.0f;
-  std::uint64_t sequence = 0;
-  std::uint32_t step = 0;
-  if (Sample) {
-    sequence = sequence_ids[p];
-    step = sequence_steps[p];
-  }
-  const int vectors = config.vocab / kVector;
-  const int stride = static_cast<int>(cluster.num_blocks()) * kSelectThreads;
-  Candidate best{-INFINITY, INT_MAX};
-  const BetterCandidate better;
-  for (int v0 = static_cast<int>(cluster.block_rank()) * kSelectThreads + threadIdx.x; v0 < vectors;
-       v0 += kSelectUnroll * stride) {
-    Packed<T, kVector> x[kSelectUnroll];
-#pragma unroll
-    for (int j = 0; j < kSelectUnroll; ++j) {
-      const int v = v0 + j * stride;
-      x[j] = v < vectors ? load_packed<T, kVector>(row + v * kVector) : zero_packed<T, kVector>();
-    }
-#pragma unroll
-    for (int j = 0; j < kSelectUnroll; ++j) {
-      const int v = v0 + j * stride;
-      if (v >= vectors) break;
-      float g[kVector] = {};
-      if (Sample) gumbel8(params.seed, sequence, step, config.vocab, v * kVector, g);
-#pragma unroll
-      for (int e = 0; e < kVector; ++e) {
-        float score = x[j][e];
-        if (isnan(score)) score = -INFINITY;
-        if (Sample) score = score * inv_temperature + g[e];
-        best = better(best, Candidate{score, v * kVector + e});
-      }
+  Candidate best;
+  if constexpr (!Sample) {
+    best = best_in_row<T, false>(row, config.vocab, 1.0f, 0, 0, 0);
+  } else {
+    const PositionSampling s = params.at(p);
+    const std::uint64_t sequence = sequence_ids[p];
+    const std::uint32_t step = sequence_steps[p];
+    const bool filtered =
+        (s.top_k > 0 && s.top_k < static_cast<unsigned>(config.vocab)) || s.top_p < 1.0f;
+    if (!(s.temperature > 0.0f)) {  // NaN too: greedy
+      best = best_in_row<T, false>(row, config.vocab, 1.0f, 0, 0, 0);
+    } else if (!filtered) {
+      best = best_in_row<T, true>(row, config.vocab, 1.0f / s.temperature, s.seed, sequence, step);
+    } else {
+      best = filtered_best<T>(row, config.vocab, s, sequence, step, gather);
     }
   }
   // The warp's best (the largest key, then the lowest index with it), then

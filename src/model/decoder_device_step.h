@@ -1,8 +1,8 @@
 // The decoder model's step as a device step program (its DeviceStepProgram):
 // everything the step needs, in one struct the model keeps in device memory.
-// The dynamic-parallelism scheduler reads it and launches the same kernel
-// bodies the graph path captures (src/dynamic_parallelism/dp_decoder_step.cu),
-// with grids sized for the actual batch. Internal; Abseil-free.
+// The dynamic-parallelism scheduler reads it and walks the same plan the
+// graph path captures (dp_decoder_step.cu), with grids sized for the actual
+// batch. Internal; Abseil-free.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,34 +11,22 @@
 
 #include "decoder_step.h"
 #include "kernels/decode_kernels.h"
+#include "step_plan.h"
 
 namespace baton::detail {
 
-// One layer's weights (the config's dtype) and KV cache, device pointers.
-struct DecoderLayerView {
-  const void* attn_norm = nullptr;
-  const void* wqkv = nullptr;
-  const void* wo = nullptr;
-  const void* ffn_norm = nullptr;
-  const void* w_gate_up = nullptr;
-  const void* w_down = nullptr;
-  KvCacheLayer cache;
-};
-
 // Device pointers; activations are [view.max_batch, width] (by batch position).
 struct DecoderDeviceStep {
-  DecoderStepView view;  // config, request table, per-position and per-slot state
-  const void* embedding = nullptr;
-  const void* final_norm = nullptr;
-  const void* lm_head = nullptr;
-  const DecoderLayerView* layers = nullptr;  // [view.config.layers]
-  float* hidden = nullptr;                   // the fp32 residual stream
-  void* normed = nullptr;                    // RMSNorm output where a GEMV does not fuse it
+  DecoderStepView view;         // config, request table, per-position and per-slot state
+  const StepOp* ops = nullptr;  // the GEMV plan (step_plan.h), device memory
+  std::uint32_t op_count = 0;
+  const float* rope_inv_freq = nullptr;
+  float* hidden = nullptr;  // the fp32 residual stream
+  void* normed = nullptr;   // a row norm's output
   void* qkv = nullptr;
   void* attention = nullptr;
-  void* gate_up = nullptr;
   void* logits = nullptr;
-  SamplingParams sampling{0.0f, 0};  // temperature <= 0: greedy
+  const std::int32_t* in_tokens = nullptr;
 };
 
 // DeviceStepProgram::launch of the decoder model: Baton's dynamic-parallelism

@@ -1,6 +1,7 @@
 #include "baton/decoder_model.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 #include <utility>
@@ -10,39 +11,34 @@
 #include "baton/cublaslt_matmul.h"
 #include "baton/cuda_resources.h"
 #include "baton/status.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint_config.h"
 #include "decoder_device_step.h"
 #include "decoder_step.h"
-#include "kernels/decode_kernels.h"
-#include "kernels/decoder_config_check.h"
-#include "kernels/decoder_weights.h"
 #include "kernels/half_bits.h"
+#include "model_weights.h"
+#include "step_launch.h"
+#include "step_plan.h"
 
 namespace baton {
 namespace {
+
+static_assert(kEntryStopTokens == kMaxStopTokens, "the request table holds every stop token");
 
 MatmulDataType MatmulTypeOf(DecoderDType dtype) {
   return dtype == DecoderDType::kBFloat16 ? MatmulDataType::kBFloat16 : MatmulDataType::kFloat16;
 }
 
-// Every tensor in one allocation, 256-byte aligned (cuBLASLt and the GEMV
-// read 16-byte vectors).
-class Arena {
- public:
-  std::size_t Reserve(std::size_t bytes) {
-    const std::size_t offset = size_;
-    size_ = (size_ + bytes + 255) / 256 * 256;
-    return offset;
-  }
-  [[nodiscard]] std::size_t size() const { return size_; }
-
- private:
-  std::size_t size_ = 0;
-};
-
-// The five projections of one bucket size.
+// The cuBLASLt projections of one bucket size, by detail::Projection.
 struct BucketPlans {
-  std::vector<CublasLtLinear> linears;  // qkv, o, gate_up, down, lm_head
+  std::vector<CublasLtLinear> linears;
 };
+
+template <class T>
+absl::Status Allocate(DeviceBuffer<T>& buffer, std::size_t count, cudaStream_t stream) {
+  BATON_ASSIGN_OR_RETURN(buffer, DeviceBuffer<T>::Create(count));
+  return buffer.Fill(0, stream);
+}
 
 }  // namespace
 
@@ -50,139 +46,122 @@ class DecoderModel::Impl {
  public:
   absl::Status Init(const DecoderModelOptions& options) {
     options_ = options;
-    const DecoderConfig& c = options.config;
-    BATON_ASSIGN_OR_RETURN(DecoderHostWeights weights,
-                           GenerateDecoderWeights(c, options.weight_seed));
-    weight_bytes_ = weights.bytes() - weights.embedding.size() * sizeof(std::uint16_t);
+    // The checkpoint is opened, mapped and checked against its config (and
+    // the config against the kernels) before any GPU work.
+    std::optional<checkpoint::Checkpoint> ckpt;
+    if (!options.checkpoint.empty()) {
+      BATON_ASSIGN_OR_RETURN(ckpt, checkpoint::Checkpoint::Open(options.checkpoint));
+      BATON_ASSIGN_OR_RETURN(config_,
+                             detail::DecoderConfigFromCheckpoint(
+                                 ckpt->spec(), ckpt->dtype(), options.checkpoint + "/config.json",
+                                 static_cast<int>(options.max_context), options.dtype));
+      info_.source = options.checkpoint;
+      info_.architecture = std::string(ckpt->spec().architecture_name);
+      info_.eos_token_ids.assign(ckpt->spec().eos_token_ids.begin(),
+                                 ckpt->spec().eos_token_ids.end());
+    } else {
+      config_ = options.config;
+      info_.source = absl::StrCat("synthetic (seed ", options.weight_seed, ")");
+      info_.architecture = "synthetic";
+    }
     BATON_ASSIGN_OR_RETURN(stream_, CreateStream());
-
-    // Weights: one arena, uploaded once.
-    Arena arena;
-    std::vector<std::pair<std::size_t, const std::vector<std::uint16_t>*>> tensors;
-    auto place = [&](const std::vector<std::uint16_t>& tensor) {
-      const std::size_t offset = arena.Reserve(tensor.size() * sizeof(std::uint16_t));
-      tensors.emplace_back(offset, &tensor);
-      return offset;
-    };
-    const std::size_t embedding = place(weights.embedding);
-    struct LayerOffsets {
-      std::size_t attn_norm, wqkv, wo, ffn_norm, w_gate_up, w_down;
-    };
-    std::vector<LayerOffsets> layer_offsets;
-    for (const DecoderLayerWeights& layer : weights.layers) {
-      layer_offsets.push_back({place(layer.attn_norm), place(layer.wqkv), place(layer.wo),
-                               place(layer.ffn_norm), place(layer.w_gate_up), place(layer.w_down)});
+    if (ckpt.has_value()) {
+      BATON_ASSIGN_OR_RETURN(weights_,
+                             detail::ModelWeights::FromCheckpoint(*ckpt, config_, stream_.get()));
+    } else {
+      BATON_ASSIGN_OR_RETURN(
+          weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get()));
     }
-    const std::size_t final_norm = place(weights.final_norm);
-    const std::size_t lm_head = place(weights.lm_head);
-    BATON_ASSIGN_OR_RETURN(weights_, DeviceBuffer<unsigned char>::Create(arena.size()));
-    for (const auto& [offset, tensor] : tensors) {
-      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(weights_.data() + offset, tensor->data(),
-                                                 tensor->size() * sizeof(std::uint16_t),
-                                                 cudaMemcpyHostToDevice, stream_.get()));
+    BATON_RETURN_IF_ERROR(AllocateState());
+    const detail::ModelTensors& w = weights_.tensors();
+    gemv_plan_ = detail::PlanDecoderStep(config_, w, caches_, buffers_, detail::PlanPath::kGemv);
+    if (options.gemm != DecoderGemm::kBatonGemv) {
+      cublas_plan_ =
+          detail::PlanDecoderStep(config_, w, caches_, buffers_, detail::PlanPath::kCublasLt);
+      BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
     }
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    auto at = [&](std::size_t offset) -> const void* { return weights_.data() + offset; };
-    embedding_ = at(embedding);
-    final_norm_ = at(final_norm);
-    lm_head_ = at(lm_head);
+    return InitDeviceStep();
+  }
 
-    // KV cache: [max_batch slots, heads, max_context, head_dim] per layer, keys and values.
-    const std::size_t kv_elements =
-        static_cast<std::size_t>(options.max_batch) * c.heads * c.max_context * c.head_dim;
-    BATON_ASSIGN_OR_RETURN(kv_, DeviceBuffer<std::uint16_t>::Create(2 * kv_elements * c.layers));
-    BATON_RETURN_IF_ERROR(kv_.Fill(0, stream_.get()));
+  // KV cache, activations (zeroed so rows past the live batch, which a
+  // bucket's cuBLASLt plans read and write, are always finite), per-position
+  // and per-slot state, the request table and the step clock.
+  absl::Status AllocateState() {
+    const DecoderConfig& c = config_;
+    cudaStream_t s = stream_.get();
+    // [max_batch slots, kv_heads, max_context, head_dim] per layer, keys and values.
+    const std::size_t kv_elements = static_cast<std::size_t>(options_.max_batch) *
+                                    c.key_value_heads() * c.max_context * c.head_dim;
+    BATON_RETURN_IF_ERROR(Allocate(kv_, 2 * kv_elements * c.layers, s));
     for (int l = 0; l < c.layers; ++l) {
-      const LayerOffsets& o = layer_offsets[l];
-      detail::DecoderLayerView layer;
-      layer.attn_norm = at(o.attn_norm);
-      layer.wqkv = at(o.wqkv);
-      layer.wo = at(o.wo);
-      layer.ffn_norm = at(o.ffn_norm);
-      layer.w_gate_up = at(o.w_gate_up);
-      layer.w_down = at(o.w_down);
-      layer.cache.keys = kv_.data() + (2 * l) * kv_elements;
-      layer.cache.values = kv_.data() + (2 * l + 1) * kv_elements;
-      layers_.push_back(layer);
+      caches_.push_back(
+          KvCacheLayer{kv_.data() + (2 * l) * kv_elements, kv_.data() + (2 * l + 1) * kv_elements});
     }
+    const std::size_t b = options_.max_batch;
+    BATON_RETURN_IF_ERROR(Allocate(hidden_, b * c.d_model, s));
+    BATON_RETURN_IF_ERROR(Allocate(normed_, b * c.d_model, s));
+    BATON_RETURN_IF_ERROR(Allocate(qkv_, b * c.qkv_width(), s));
+    BATON_RETURN_IF_ERROR(Allocate(attention_, b * c.attention_width(), s));
+    BATON_RETURN_IF_ERROR(Allocate(projected_, b * c.d_model, s));
+    BATON_RETURN_IF_ERROR(Allocate(gate_up_, b * c.gate_up_width(), s));
+    BATON_RETURN_IF_ERROR(Allocate(ffn_act_, b * c.ffn, s));
+    BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.vocab, s));
+    BATON_RETURN_IF_ERROR(Allocate(in_tokens_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(out_tokens_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(sequence_ids_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(sequence_steps_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(sampling_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(request_of_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(positions_, b, s));
+    BATON_RETURN_IF_ERROR(Allocate(step_end_ns_, options_.step_clock_size, s));
+    BATON_RETURN_IF_ERROR(Allocate(requests_, options_.max_requests, s));
+    BATON_RETURN_IF_ERROR(
+        Allocate(sequences_, std::size_t{options_.max_requests} * c.max_context, s));
+    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
 
-    // Activations, zeroed so rows past the live batch (which the cuBLASLt
-    // plans of a bucket read and write) are always finite and initialized.
-    const std::size_t b = options.max_batch;
-    BATON_ASSIGN_OR_RETURN(hidden_, DeviceBuffer<float>::Create(b * c.d_model));
-    BATON_ASSIGN_OR_RETURN(normed_, DeviceBuffer<std::uint16_t>::Create(b * c.d_model));
-    BATON_ASSIGN_OR_RETURN(qkv_, DeviceBuffer<std::uint16_t>::Create(b * c.qkv_width()));
-    BATON_ASSIGN_OR_RETURN(attention_,
-                           DeviceBuffer<std::uint16_t>::Create(b * c.attention_width()));
-    BATON_ASSIGN_OR_RETURN(projected_, DeviceBuffer<std::uint16_t>::Create(b * c.d_model));
-    BATON_ASSIGN_OR_RETURN(gate_up_, DeviceBuffer<std::uint16_t>::Create(b * c.gate_up_width()));
-    BATON_ASSIGN_OR_RETURN(ffn_act_, DeviceBuffer<std::uint16_t>::Create(b * c.ffn));
-    BATON_ASSIGN_OR_RETURN(logits_, DeviceBuffer<std::uint16_t>::Create(b * c.vocab));
-    BATON_ASSIGN_OR_RETURN(in_tokens_, DeviceBuffer<std::int32_t>::Create(b));
-    BATON_ASSIGN_OR_RETURN(out_tokens_, DeviceBuffer<std::int32_t>::Create(b));
-    BATON_ASSIGN_OR_RETURN(sequence_ids_, DeviceBuffer<std::uint64_t>::Create(b));
-    BATON_ASSIGN_OR_RETURN(sequence_steps_, DeviceBuffer<std::uint32_t>::Create(b));
-    BATON_ASSIGN_OR_RETURN(request_of_, DeviceBuffer<std::uint32_t>::Create(b));
-    BATON_ASSIGN_OR_RETURN(positions_, DeviceBuffer<std::int32_t>::Create(b));
-    BATON_ASSIGN_OR_RETURN(step_end_ns_,
-                           DeviceBuffer<unsigned long long>::Create(options.step_clock_size));
-    BATON_ASSIGN_OR_RETURN(requests_,
-                           DeviceBuffer<DecodeRequestInfo>::Create(options.max_requests));
-    BATON_ASSIGN_OR_RETURN(sequences_, DeviceBuffer<std::int32_t>::Create(
-                                           std::size_t{options.max_requests} * c.max_context));
-    for (absl::Status s :
-         {hidden_.Fill(0, stream_.get()), normed_.Fill(0, stream_.get()),
-          qkv_.Fill(0, stream_.get()), attention_.Fill(0, stream_.get()),
-          projected_.Fill(0, stream_.get()), gate_up_.Fill(0, stream_.get()),
-          ffn_act_.Fill(0, stream_.get()), logits_.Fill(0, stream_.get()),
-          in_tokens_.Fill(0, stream_.get()), out_tokens_.Fill(0, stream_.get()),
-          sequence_ids_.Fill(0, stream_.get()), sequence_steps_.Fill(0, stream_.get()),
-          request_of_.Fill(0, stream_.get()), positions_.Fill(0, stream_.get()),
-          step_end_ns_.Fill(0, stream_.get()), requests_.Fill(0, stream_.get()),
-          sequences_.Fill(0, stream_.get())}) {
-      BATON_RETURN_IF_ERROR(s);
-    }
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    buffers_.hidden = hidden_.data();
+    buffers_.normed = normed_.data();
+    buffers_.qkv = qkv_.data();
+    buffers_.attention = attention_.data();
+    buffers_.projected = projected_.data();
+    buffers_.gate_up = gate_up_.data();
+    buffers_.ffn_act = ffn_act_.data();
+    buffers_.logits = logits_.data();
+    buffers_.in_tokens = in_tokens_.data();
 
     view_.config = c;
-    view_.max_batch = options.max_batch;
-    view_.max_requests = options.max_requests;
+    view_.max_batch = options_.max_batch;
+    view_.max_requests = options_.max_requests;
     view_.requests = requests_.data();
     view_.sequences = sequences_.data();
     view_.in_tokens = in_tokens_.data();
     view_.out_tokens = out_tokens_.data();
     view_.sequence_ids = sequence_ids_.data();
     view_.sequence_steps = sequence_steps_.data();
+    view_.sampling = sampling_.data();
     view_.request_of = request_of_.data();
     view_.positions = positions_.data();
     view_.step_end_ns = step_end_ns_.data();
-    view_.step_clock_size = options.step_clock_size;
-
-    if (options.gemm != DecoderGemm::kBatonGemv) {
-      BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
-    }
-    return InitDeviceStep();
+    view_.step_clock_size = options_.step_clock_size;
+    return absl::OkStatus();
   }
 
-  // The device step program (its DeviceStepProgram): the same buffers the
-  // graph path uses, GEMV projections whatever options.gemm says.
+  // The device step program: the GEMV plan, whatever options.gemm says, in
+  // device memory for the dynamic-parallelism engine to walk.
   absl::Status InitDeviceStep() {
+    BATON_ASSIGN_OR_RETURN(device_ops_, DeviceBuffer<detail::StepOp>::Create(gemv_plan_.size()));
+    BATON_RETURN_IF_ERROR(device_ops_.CopyFrom(gemv_plan_));
     detail::DecoderDeviceStep step;
     step.view = view_;
-    step.embedding = embedding_;
-    step.final_norm = final_norm_;
-    step.lm_head = lm_head_;
-    BATON_ASSIGN_OR_RETURN(layers_device_,
-                           DeviceBuffer<detail::DecoderLayerView>::Create(layers_.size()));
-    BATON_RETURN_IF_ERROR(layers_device_.CopyFrom(layers_));
-    step.layers = layers_device_.data();
+    step.ops = device_ops_.data();
+    step.op_count = static_cast<std::uint32_t>(gemv_plan_.size());
+    step.rope_inv_freq = weights_.tensors().rope_inv_freq;
     step.hidden = hidden_.data();
     step.normed = normed_.data();
     step.qkv = qkv_.data();
     step.attention = attention_.data();
-    step.gate_up = gate_up_.data();
     step.logits = logits_.data();
-    step.sampling = options_.sampling;
+    step.in_tokens = in_tokens_.data();
     BATON_ASSIGN_OR_RETURN(device_step_, DeviceBuffer<detail::DecoderDeviceStep>::Create(1));
     BATON_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(device_step_.data(), &step, sizeof(step), cudaMemcpyHostToDevice));
@@ -206,22 +185,27 @@ class DecoderModel::Impl {
           first, std::uint64_t{first} + requests.size(), options_.max_requests));
     }
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      absl::Status valid = ValidateDecodeRequest(options_.config, requests[i]);
+      absl::Status valid = ValidateDecodeRequest(config_, requests[i]);
       if (!valid.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("request ", i, " (entry ", first + i, "): ", valid.message()));
       }
     }
     if (requests.empty()) return absl::OkStatus();
-    const std::size_t row = options_.config.max_context;
+    const std::size_t row = config_.max_context;
     std::vector<DecodeRequestInfo> infos(requests.size());
     std::vector<std::int32_t> rows(requests.size() * row, 0);
     for (std::size_t i = 0; i < requests.size(); ++i) {
       const DecodeRequest& r = requests[i];
-      infos[i].prompt_tokens = static_cast<std::uint32_t>(r.prompt.size());
-      infos[i].max_new_tokens = r.max_new_tokens;
-      infos[i].stop_token = r.stop_token;
-      infos[i].sequence_id = r.sequence_id;
+      DecodeRequestInfo& info = infos[i];
+      info.prompt_tokens = static_cast<std::uint32_t>(r.prompt.size());
+      info.max_new_tokens = r.max_new_tokens;
+      info.sequence_id = r.sequence_id;
+      const SamplingParams sampling = r.sampling.value_or(options_.sampling);
+      info.sampling =
+          PositionSampling{sampling.temperature, sampling.top_k, sampling.top_p, 0, sampling.seed};
+      info.stop_count = static_cast<std::uint32_t>(r.stop_tokens.size());
+      std::copy(r.stop_tokens.begin(), r.stop_tokens.end(), info.stop_tokens);
       std::copy(r.prompt.begin(), r.prompt.end(), rows.begin() + i * row);
     }
     BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(requests_.data() + first, infos.data(),
@@ -248,22 +232,16 @@ class DecoderModel::Impl {
           "create both with the same max_batch",
           ctx.args.max_batch, options_.max_batch));
     }
-    DecodeBatch batch{&ctx.args.header->batch, capacity, ctx.args.slots, positions_.data(),
-                      options_.max_batch};
-    BucketPlans* plans = nullptr;
-    if (!UsesGemv(capacity)) {
-      BATON_ASSIGN_OR_RETURN(plans, PlansFor(capacity));
-    }
-    BATON_CUDA_RETURN_IF_ERROR(detail::EnqueueStepBegin(view_, ctx.args, capacity, stream));
-    if (plans == nullptr) {
-      BATON_RETURN_IF_ERROR(EnqueueGemvLayers(batch, stream));
-    } else {
-      BATON_RETURN_IF_ERROR(EnqueueCublasLtLayers(*plans, batch, stream));
-    }
-    batch.settled = true;  // step_begin is many nodes back (see EnqueueGemvLayers)
-    BATON_CUDA_RETURN_IF_ERROR(detail::EnqueueSelectAndEndStep(view_, ctx.args, logits_.data(),
-                                                               batch, options_.sampling, stream));
-    return absl::OkStatus();
+    detail::PlanLaunch launch;
+    launch.view = &view_;
+    launch.args = ctx.args;
+    launch.capacity = capacity;
+    launch.buffers = &buffers_;
+    launch.rope_inv_freq = weights_.tensors().rope_inv_freq;
+    if (UsesGemv(capacity)) return detail::EnqueuePlan(gemv_plan_, launch, stream);
+    BATON_ASSIGN_OR_RETURN(BucketPlans * plans, PlansFor(capacity));
+    for (int i = 0; i < detail::kProjections; ++i) launch.linears[i] = &plans->linears[i];
+    return detail::EnqueuePlan(cublas_plan_, launch, stream);
   }
 
   // Whether a bucket's projections run Baton's GEMV (else cuBLASLt).
@@ -279,180 +257,39 @@ class DecoderModel::Impl {
     return false;
   }
 
-  // Embedding through the final projection on Baton's GEMV, five kernels per
-  // layer: every RMSNorm is fused into the GEMV that reads it where
-  // GemvFusesRmsNorm allows (the first one with the embedding), and every
-  // residual add into the GEMV that produces its delta. The device step
-  // (src/dynamic_parallelism/dp_decoder_step.cu) launches the same sequence.
-  //
-  // The QKV projections of layers >= 1 let attention launch before their
-  // wait (DecodeBatch::launch_next_early): attention's loads before its own
-  // wait (the batch, from the scheduler and step_begin, and the KV-cache
-  // history, from earlier steps) are final by then, and its prologue no
-  // longer delays it (H200, tiny model b1: 35.7 -> 34.6 us per step). Not
-  // the first layer's (step_begin, just before, writes the positions that
-  // attention reads early). Early launches after the O, down and logits
-  // projections measured no gain, and one after the down projection cost
-  // 1 us (it launches the next QKV projection and attention even earlier).
-  absl::Status EnqueueGemvLayers(DecodeBatch batch, cudaStream_t stream) {
-    const DecoderConfig& c = options_.config;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const detail::DecoderLayerView& layer = layers_[l];
-      if (l == 0) {
-        // Right after step_begin, which writes the input tokens: not settled.
-        if (GemvFusesRmsNorm(c.qkv_width(), c.d_model)) {
-          BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNormGemv(
-              c, embedding_, in_tokens_.data(), layer.wqkv, c.qkv_width(), layer.attn_norm, batch,
-              hidden_.data(), qkv_.data(), stream));
-        } else {
-          BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNorm(c, embedding_, in_tokens_.data(),
-                                                             layer.attn_norm, batch, hidden_.data(),
-                                                             normed_.data(), stream));
-          BATON_CUDA_RETURN_IF_ERROR(EnqueueGemv(c.dtype, layer.wqkv, c.qkv_width(), c.d_model,
-                                                 normed_.data(), batch, qkv_.data(), stream));
-        }
-        // From here on step_begin (which writes positions) is two or more
-        // nodes back and the scheduler (header, slots) further, and the
-        // residual GEMVs are never adjacent: the batch is settled.
-        batch.settled = true;
-      } else {
-        BATON_RETURN_IF_ERROR(NormedGemv(layer.wqkv, c.qkv_width(), layer.attn_norm, batch,
-                                         qkv_.data(), stream, /*next_early=*/true));
-      }
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueRopeAttention(c, qkv_.data(), layer.cache, batch, attention_.data(), stream));
-      BATON_CUDA_RETURN_IF_ERROR(EnqueueGemvResidualAdd(
-          c, layer.wo, c.attention_width(), attention_.data(), batch, hidden_.data(), stream));
-      BATON_RETURN_IF_ERROR(NormedGemv(layer.w_gate_up, c.gate_up_width(), layer.ffn_norm, batch,
-                                       gate_up_.data(), stream, /*next_early=*/false));
-      BATON_CUDA_RETURN_IF_ERROR(EnqueueGatedGemvResidualAdd(
-          c, layer.w_down, c.ffn, gate_up_.data(), batch, hidden_.data(), stream));
-    }
-    return NormedGemv(lm_head_, c.vocab, final_norm_, batch, logits_.data(), stream,
-                      /*next_early=*/false);
-  }
-
-  // y = W · RMSNorm(hidden) * norm: fused where GemvFusesRmsNorm says so,
-  // else the norm's row kernel, then the GEMV. `next_early` applies to the
-  // node after y's GEMV.
-  absl::Status NormedGemv(const void* w, int out_features, const void* norm, DecodeBatch batch,
-                          void* y, cudaStream_t stream, bool next_early) {
-    const DecoderConfig& c = options_.config;
-    DecodeBatch last = batch;
-    last.launch_next_early = next_early;
-    if (GemvFusesRmsNorm(out_features, c.d_model)) {
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueRmsNormGemv(c, w, out_features, hidden_.data(), norm, last, y, stream));
-    } else {
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueRmsNorm(c, hidden_.data(), norm, batch, normed_.data(), stream));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueGemv(c.dtype, w, out_features, c.d_model, normed_.data(), last, y, stream));
-    }
-    return absl::OkStatus();
-  }
-
-  // Embedding through the final projection on cuBLASLt plans (no prologue
-  // or residual epilogue there): every residual add is fused with the norm
-  // that follows it (the next layer's attention norm, or the final norm), the
-  // embedding with the first norm, RoPE with attention.
-  absl::Status EnqueueCublasLtLayers(BucketPlans& plans, DecodeBatch batch, cudaStream_t stream) {
-    const DecoderConfig& c = options_.config;
-    // y[capacity, out] = x · wᵀ.
-    auto linear = [&](int which, const void* x, const void* w, void* y) {
-      return plans.linears[which].Enqueue(stream, x, w, nullptr, y);
-    };
-    BATON_CUDA_RETURN_IF_ERROR(EnqueueEmbeddingRmsNorm(c, embedding_, in_tokens_.data(),
-                                                       layers_.front().attn_norm, batch,
-                                                       hidden_.data(), normed_.data(), stream));
-    batch.settled = true;  // as in EnqueueGemvLayers
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const detail::DecoderLayerView& layer = layers_[l];
-      BATON_RETURN_IF_ERROR(linear(0, normed_.data(), layer.wqkv, qkv_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueRopeAttention(c, qkv_.data(), layer.cache, batch, attention_.data(), stream));
-      BATON_RETURN_IF_ERROR(linear(1, attention_.data(), layer.wo, projected_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(EnqueueResidualAddRmsNorm(
-          c, hidden_.data(), projected_.data(), layer.ffn_norm, batch, normed_.data(), stream));
-      BATON_RETURN_IF_ERROR(linear(2, normed_.data(), layer.w_gate_up, gate_up_.data()));
-      BATON_CUDA_RETURN_IF_ERROR(
-          EnqueueSiluMul(c, gate_up_.data(), batch, ffn_act_.data(), stream));
-      BATON_RETURN_IF_ERROR(linear(3, ffn_act_.data(), layer.w_down, projected_.data()));
-      const void* next_norm = l + 1 < layers_.size() ? layers_[l + 1].attn_norm : final_norm_;
-      BATON_CUDA_RETURN_IF_ERROR(EnqueueResidualAddRmsNorm(
-          c, hidden_.data(), projected_.data(), next_norm, batch, normed_.data(), stream));
-    }
-    return linear(4, normed_.data(), lm_head_, logits_.data());
-  }
-
   absl::StatusOr<std::vector<std::int32_t>> ReadGenerated(std::uint32_t entry,
-                                                          std::uint32_t count) const {
-    if (entry >= options_.max_requests) {
-      return absl::OutOfRangeError(
-          absl::StrFormat("DecoderModel::ReadGenerated: entry %u is past the table's %u entries",
-                          entry, options_.max_requests));
-    }
-    DecodeRequestInfo info;
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&info, requests_.data() + entry, sizeof(info),
-                                               cudaMemcpyDeviceToHost, stream_.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    if (count > info.max_new_tokens) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "DecoderModel::ReadGenerated: %u tokens asked of entry %u, which generates at most %u",
-          count, entry, info.max_new_tokens));
-    }
-    std::vector<std::int32_t> tokens(count);
-    const std::size_t offset =
-        std::size_t{entry} * options_.config.max_context + info.prompt_tokens;
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens.data(), sequences_.data() + offset,
-                                               count * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
-                                               stream_.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    return tokens;
-  }
-
+                                                          std::uint32_t count) const;
   absl::StatusOr<std::vector<float>> ReadLogits(std::uint32_t position) const;
-
   absl::StatusOr<std::vector<std::uint64_t>> ReadStepEnds(std::uint64_t first,
-                                                          std::uint32_t count) const {
-    if (count > options_.step_clock_size) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "DecoderModel::ReadStepEnds: %u steps asked, the step clock keeps %u (raise "
-          "DecoderModelOptions::step_clock_size)",
-          count, options_.step_clock_size));
-    }
-    std::vector<unsigned long long> ring(options_.step_clock_size);
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ring.data(), step_end_ns_.data(),
-                                               ring.size() * sizeof(unsigned long long),
-                                               cudaMemcpyDeviceToHost, stream_.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    std::vector<std::uint64_t> out(count);
-    for (std::uint32_t i = 0; i < count; ++i) {
-      out[i] = ring[(first + i) & (options_.step_clock_size - 1)];
-    }
-    return out;
-  }
+                                                          std::uint32_t count) const;
 
   const DecoderModelOptions& options() const { return options_; }
-  std::size_t weight_bytes() const { return weight_bytes_; }
+  const DecoderConfig& config() const { return config_; }
+  const DecoderModelInfo& info() const { return info_; }
+  std::size_t weight_bytes() const { return weights_.step_bytes(); }
 
  private:
   absl::StatusOr<BucketPlans*> PlansFor(std::uint32_t tokens) {
     auto it = plans_.find(tokens);
     if (it != plans_.end()) return &it->second;
-    const DecoderConfig& c = options_.config;
-    const int shapes[5][2] = {{c.d_model, c.qkv_width()},
-                              {c.attention_width(), c.d_model},
-                              {c.d_model, c.gate_up_width()},
-                              {c.ffn, c.d_model},
-                              {c.d_model, c.vocab}};
+    const DecoderConfig& c = config_;
+    // (in_features, out_features, bias) of each projection, by detail::Projection.
+    const struct {
+      int in, out;
+      bool bias;
+    } shapes[detail::kProjections] = {{c.d_model, c.qkv_width(), c.qkv_bias},
+                                      {c.attention_width(), c.d_model, c.o_bias},
+                                      {c.d_model, c.gate_up_width(), false},
+                                      {c.ffn, c.d_model, false},
+                                      {c.d_model, c.vocab, false}};
     BucketPlans plans;
-    for (const auto& shape : shapes) {
+    for (int i = 0; i < detail::kProjections; ++i) {
       LinearOptions linear;
       linear.tokens = static_cast<int>(tokens);
-      linear.in_features = shape[0];
-      linear.out_features = shape[1];
+      linear.in_features = shapes[i].in;
+      linear.out_features = shapes[i].out;
       linear.data_type = MatmulTypeOf(c.dtype);
+      linear.epilogue = shapes[i].bias ? MatmulEpilogue::kBias : MatmulEpilogue::kNone;
       BATON_ASSIGN_OR_RETURN(CublasLtLinear plan, CublasLtLinear::Create(cublas_, linear));
       plans.linears.push_back(std::move(plan));
     }
@@ -460,28 +297,55 @@ class DecoderModel::Impl {
   }
 
   DecoderModelOptions options_;
-  std::size_t weight_bytes_ = 0;
+  DecoderConfig config_;
+  DecoderModelInfo info_;
   Stream stream_;  // uploads and reads; never the step's stream
-  DeviceBuffer<unsigned char> weights_;
-  const void* embedding_ = nullptr;
-  const void* final_norm_ = nullptr;
-  const void* lm_head_ = nullptr;
-  std::vector<detail::DecoderLayerView> layers_;
+  detail::ModelWeights weights_;
   DeviceBuffer<std::uint16_t> kv_;
+  std::vector<KvCacheLayer> caches_;
   DeviceBuffer<float> hidden_;
   DeviceBuffer<std::uint16_t> normed_, qkv_, attention_, projected_, gate_up_, ffn_act_, logits_;
   DeviceBuffer<std::int32_t> in_tokens_, out_tokens_, positions_;
   DeviceBuffer<std::uint64_t> sequence_ids_;
   DeviceBuffer<std::uint32_t> sequence_steps_, request_of_;
+  DeviceBuffer<PositionSampling> sampling_;
   DeviceBuffer<unsigned long long> step_end_ns_;
   DeviceBuffer<DecodeRequestInfo> requests_;
   DeviceBuffer<std::int32_t> sequences_;
+  detail::StepBuffers buffers_;
   detail::DecoderStepView view_;
-  DeviceBuffer<detail::DecoderLayerView> layers_device_;
+  std::vector<detail::StepOp> gemv_plan_;
+  std::vector<detail::StepOp> cublas_plan_;
+  DeviceBuffer<detail::StepOp> device_ops_;
   DeviceBuffer<detail::DecoderDeviceStep> device_step_;
   std::shared_ptr<CublasLtContext> cublas_;
   std::map<std::uint32_t, BucketPlans> plans_;
 };
+
+absl::StatusOr<std::vector<std::int32_t>> DecoderModel::Impl::ReadGenerated(
+    std::uint32_t entry, std::uint32_t count) const {
+  if (entry >= options_.max_requests) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("DecoderModel::ReadGenerated: entry %u is past the table's %u entries",
+                        entry, options_.max_requests));
+  }
+  DecodeRequestInfo info;
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&info, requests_.data() + entry, sizeof(info),
+                                             cudaMemcpyDeviceToHost, stream_.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  if (count > info.max_new_tokens) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "DecoderModel::ReadGenerated: %u tokens asked of entry %u, which generates at most %u",
+        count, entry, info.max_new_tokens));
+  }
+  std::vector<std::int32_t> tokens(count);
+  const std::size_t offset = std::size_t{entry} * config_.max_context + info.prompt_tokens;
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens.data(), sequences_.data() + offset,
+                                             count * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                             stream_.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  return tokens;
+}
 
 absl::StatusOr<std::vector<float>> DecoderModel::Impl::ReadLogits(std::uint32_t position) const {
   if (position >= options_.max_batch) {
@@ -489,14 +353,34 @@ absl::StatusOr<std::vector<float>> DecoderModel::Impl::ReadLogits(std::uint32_t 
         absl::StrFormat("DecoderModel::ReadLogits: position %u is past max_batch %u", position,
                         options_.max_batch));
   }
-  const int vocab = options_.config.vocab;
+  const int vocab = config_.vocab;
   std::vector<std::uint16_t> bits(vocab);
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(bits.data(), logits_.data() + std::size_t{position} * vocab,
                       vocab * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, stream_.get()));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   std::vector<float> out(vocab);
-  for (int i = 0; i < vocab; ++i) out[i] = HalfBitsToFloat(bits[i], options_.config.dtype);
+  for (int i = 0; i < vocab; ++i) out[i] = HalfBitsToFloat(bits[i], config_.dtype);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::uint64_t>> DecoderModel::Impl::ReadStepEnds(
+    std::uint64_t first, std::uint32_t count) const {
+  if (count > options_.step_clock_size) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "DecoderModel::ReadStepEnds: %u steps asked, the step clock keeps %u (raise "
+        "DecoderModelOptions::step_clock_size)",
+        count, options_.step_clock_size));
+  }
+  std::vector<unsigned long long> ring(options_.step_clock_size);
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ring.data(), step_end_ns_.data(),
+                                             ring.size() * sizeof(unsigned long long),
+                                             cudaMemcpyDeviceToHost, stream_.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  std::vector<std::uint64_t> out(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    out[i] = ring[(first + i) & (options_.step_clock_size - 1)];
+  }
   return out;
 }
 
@@ -512,7 +396,7 @@ DecoderModel::DecoderModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 DecoderModel::~DecoderModel() = default;
 
 absl::Status DecoderModel::ValidateRequest(const DecodeRequest& request) const {
-  return ValidateDecodeRequest(impl_->options().config, request);
+  return ValidateDecodeRequest(impl_->config(), request);
 }
 absl::Status DecoderModel::WriteRequests(std::uint32_t first_entry,
                                          absl::Span<const DecodeRequest> requests) {
@@ -544,6 +428,8 @@ absl::StatusOr<std::vector<std::uint64_t>> DecoderModel::ReadStepEnds(std::uint6
   return impl_->ReadStepEnds(first, count);
 }
 const DecoderModelOptions& DecoderModel::options() const { return impl_->options(); }
+const DecoderConfig& DecoderModel::config() const { return impl_->config(); }
+const DecoderModelInfo& DecoderModel::info() const { return impl_->info(); }
 std::size_t DecoderModel::weight_bytes() const { return impl_->weight_bytes(); }
 
 }  // namespace baton

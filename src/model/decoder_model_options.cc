@@ -1,5 +1,6 @@
 // The decoder model's option and request checks: pure, CPU-testable
 // (decoder_model_test.cc).
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +19,35 @@ bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 
 
 }  // namespace
 
+absl::Status ValidateSamplingParams(const SamplingParams& sampling, absl::string_view what) {
+  if (std::isnan(sampling.temperature) || std::isinf(sampling.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".temperature is ", sampling.temperature,
+                     "; use a finite value (<= 0 for greedy, e.g. 0.7 to sample)"));
+  }
+  if (!(sampling.top_p > 0.0f) || std::isinf(sampling.top_p)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ".top_p is ", sampling.top_p,
+                                                   "; use a value in (0, 1] (1: no top-p filter)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
-  BATON_RETURN_IF_ERROR(ValidateDecoderConfig(options.config));
+  // A checkpoint's config is checked when it is read (DecoderModel::Create).
+  if (options.checkpoint.empty()) BATON_RETURN_IF_ERROR(ValidateDecoderConfig(options.config));
+  if (options.max_context > static_cast<std::uint32_t>(kDecoderMaxContext)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::max_context is %u; the attention kernels hold at most %d tokens "
+        "(one head's scores in shared memory): lower it (0: the checkpoint's, capped at %d)",
+        options.max_context, kDecoderMaxContext, kDecoderMaxContext));
+  }
+  if (options.dtype.has_value() && *options.dtype != DecoderDType::kFloat16 &&
+      *options.dtype != DecoderDType::kBFloat16) {
+    return absl::InvalidArgumentError(
+        "DecoderModelOptions::dtype is not a DecoderDType; use kFloat16, kBFloat16 or leave it "
+        "empty (the checkpoint's)");
+  }
+  BATON_RETURN_IF_ERROR(ValidateSamplingParams(options.sampling, "DecoderModelOptions::sampling"));
   if (options.max_batch == 0 || options.max_batch > kMaxModelBatch) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::max_batch is %u; it must be in [1, %u] (the runtime's max_batch)",
@@ -66,10 +94,20 @@ absl::Status ValidateDecodeRequest(const DecoderConfig& config, const DecodeRequ
         "shorten the prompt, lower max_new_tokens or build the model with a longer context",
         request.prompt.size(), request.max_new_tokens, total, config.max_context));
   }
-  if (request.stop_token < -1 || request.stop_token >= config.vocab) {
+  if (request.stop_tokens.size() > kMaxStopTokens) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("DecodeRequest::stop_token is %d; use -1 (none) or a token in [0, %d)",
-                        request.stop_token, config.vocab));
+        absl::StrFormat("DecodeRequest::stop_tokens holds %u tokens; at most %u are supported",
+                        request.stop_tokens.size(), kMaxStopTokens));
+  }
+  for (std::size_t i = 0; i < request.stop_tokens.size(); ++i) {
+    if (request.stop_tokens[i] < 0 || request.stop_tokens[i] >= config.vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("DecodeRequest::stop_tokens[%u] is %d; tokens must be in [0, vocab = %d)",
+                          i, request.stop_tokens[i], config.vocab));
+    }
+  }
+  if (request.sampling.has_value()) {
+    BATON_RETURN_IF_ERROR(ValidateSamplingParams(*request.sampling, "DecodeRequest::sampling"));
   }
   return absl::OkStatus();
 }

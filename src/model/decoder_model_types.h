@@ -4,19 +4,25 @@
 #include <cstdint>
 
 #include "baton/decoder_config.h"
+#include "kernels/decode_kernels.h"
 
 namespace baton {
 
-// One request-table entry as the device reads it.
+// The most stop tokens a request-table entry holds (DecodeRequest's limit).
+inline constexpr int kEntryStopTokens = 8;
+
+// One request-table entry as the device reads it (three 32-byte rows).
 struct alignas(16) DecodeRequestInfo {
-  std::uint32_t prompt_tokens =
-      0;  // >= 1; the prompt sits at the start of the entry's sequence row
+  std::uint32_t prompt_tokens = 0;   // >= 1; the prompt sits at the start of the entry's row
   std::uint32_t max_new_tokens = 0;  // >= 1; prompt_tokens + max_new_tokens <= max_context
-  std::int32_t stop_token = -1;      // generation ends after emitting it; -1: none
+  std::uint32_t stop_count = 0;      // stop_tokens[0, stop_count) end generation
   std::uint32_t pad = 0;
   std::uint64_t sequence_id = 0;  // sampling key: (seed, sequence_id, generated-token index)
   std::uint64_t pad2 = 0;
+  PositionSampling sampling;  // temperature, top_k, top_p, seed (greedy when all zero)
+  std::uint64_t pad3 = 0;
+  std::int32_t stop_tokens[kEntryStopTokens] = {};
 };
-static_assert(sizeof(DecodeRequestInfo) == 32, "one table entry is two 16-byte loads");
+static_assert(sizeof(DecodeRequestInfo) == 96, "one table entry is six 16-byte loads");
 
 }  // namespace baton

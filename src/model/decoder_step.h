@@ -2,7 +2,7 @@
 // it: step_begin turns the scheduler's batch (StepArgs) into the model's
 // inputs, the token selection kernel ends the step by turning the chosen
 // tokens back into sequence text and finish_item calls. Between them run the layer kernels
-// (baton/decode_kernels.h) and the projections. Abseil-free: .cu files include it.
+// (kernels/decode_kernels.h) and the projections. Abseil-free: .cu files include it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -28,6 +28,7 @@ struct DecoderStepView {
   std::int32_t* out_tokens = nullptr;       // [max_batch] the token the step chose
   std::uint64_t* sequence_ids = nullptr;    // [max_batch] sampling key
   std::uint32_t* sequence_steps = nullptr;  // [max_batch] sampling step (generated so far)
+  PositionSampling* sampling = nullptr;     // [max_batch] the request's sampling parameters
   std::uint32_t* request_of = nullptr;      // [max_batch] entry, or kNoRequest when refused
   // Per slot: this token's index in its sequence (= KV entries before it).
   std::int32_t* positions = nullptr;  // [max_batch]
@@ -47,14 +48,15 @@ inline constexpr std::uint32_t kNoRequest = 0xffffffffu;
 [[nodiscard]] cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
                                            std::uint32_t capacity, cudaStream_t stream);
 
-// Token selection (EnqueueArgmax, or EnqueueSample when sampling.temperature
-// > 0, into view.out_tokens) with the step's end in the same kernel: for
-// every live position whose step produced a new token (the last prompt token
-// and after), appends the token to the sequence and finishes the item on the
-// stop token or at max_new_tokens (value: tokens generated); stamps the step
-// clock. `batch` is the step's (active = &header->batch).
+// Token selection with each position's own sampling parameters
+// (EnqueueSamplePositions, view.sampling, into view.out_tokens) and the
+// step's end in the same kernel: for every live position whose step produced
+// a new token (the last prompt token and after), appends the token to the
+// sequence and finishes the item on one of its stop tokens or at
+// max_new_tokens (value: tokens generated); stamps the step clock. `batch` is
+// the step's (active = &header->batch).
 [[nodiscard]] cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs& args,
                                                   const void* logits, DecodeBatch batch,
-                                                  SamplingParams sampling, cudaStream_t stream);
+                                                  cudaStream_t stream);
 
 }  // namespace baton::detail

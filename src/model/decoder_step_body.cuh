@@ -61,6 +61,7 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
     v.in_tokens[p] = 0;
     v.sequence_ids[p] = 0;
     v.sequence_steps[p] = 0;
+    v.sampling[p] = PositionSampling{};              // greedy
     if (slot < v.max_batch) v.positions[slot] = -1;  // the layer kernels skip it
     return;
   }
@@ -68,6 +69,7 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
   v.positions[slot] = static_cast<std::int32_t>(step);
   v.in_tokens[p] = token;
   v.sequence_ids[p] = info.sequence_id;
+  v.sampling[p] = info.sampling;
   // The index of the token this step generates (0 for the last prompt token's step).
   v.sequence_steps[p] = step + 1 >= info.prompt_tokens ? step + 1 - info.prompt_tokens : 0;
 }
@@ -110,9 +112,12 @@ __device__ inline void end_position(const DecoderStepView& v, const StepArgs& ar
   if (e.step + 1 < e.info.prompt_tokens) return;  // still reading the prompt
   const std::uint32_t generated = e.step + 2 - e.info.prompt_tokens;
   v.sequences[sequence_index(v, e.entry, e.step + 1)] = token;
-  if (token == e.info.stop_token || generated >= e.info.max_new_tokens) {
-    finish_item(args, p, generated);
+  bool stop = generated >= e.info.max_new_tokens;
+  // The host writes at most kEntryStopTokens; the bound guards a forged count.
+  for (std::uint32_t i = 0; i < e.info.stop_count && i < kEntryStopTokens; ++i) {
+    stop = stop || token == e.info.stop_tokens[i];
   }
+  if (stop) finish_item(args, p, generated);
 }
 
 // The step ends inside the token selection kernel (select_body's hooks):

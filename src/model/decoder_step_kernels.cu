@@ -13,12 +13,14 @@ __global__ void step_begin_kernel(DecoderStepView v, StepArgs args, std::uint32_
 }
 
 // The cluster is set at launch (launch_clustered_step_kernel).
-template <class T, bool Sample>
+// Each position's own parameters (Sample = true decides per position: the
+// graphs are captured once and requests change).
+template <class T>
 __global__ void __launch_bounds__(decode::kSelectThreads)
-    select_and_end_kernel(DecoderStepView v, StepArgs args, const T* logits, DecodeBatch batch,
-                          SamplingParams sampling) {
-  decode::select_body<T, Sample>(v.config, logits, batch, sampling, v.sequence_ids,
-                                 v.sequence_steps, v.out_tokens, StepEndHooks{v, args});
+    select_and_end_kernel(DecoderStepView v, StepArgs args, const T* logits, DecodeBatch batch) {
+  decode::select_body<T, true>(v.config, logits, batch,
+                               decode::SelectParams(SamplingParams{}, v.sampling), v.sequence_ids,
+                               v.sequence_steps, v.out_tokens, StepEndHooks{v, args});
 }
 
 unsigned blocks_for(std::uint32_t capacity) {
@@ -27,14 +29,11 @@ unsigned blocks_for(std::uint32_t capacity) {
 
 template <class T>
 cudaError_t launch_select_and_end(const DecoderStepView& view, const StepArgs& args,
-                                  const void* logits, DecodeBatch batch, SamplingParams sampling,
-                                  cudaStream_t stream) {
+                                  const void* logits, DecodeBatch batch, cudaStream_t stream) {
   const unsigned cluster = static_cast<unsigned>(decode::select_blocks(view.config.vocab));
-  const auto kernel = sampling.temperature > 0.0f ? select_and_end_kernel<T, true>
-                                                  : select_and_end_kernel<T, false>;
-  return launch_clustered_step_kernel(kernel, dim3(cluster, batch.capacity),
+  return launch_clustered_step_kernel(select_and_end_kernel<T>, dim3(cluster, batch.capacity),
                                       dim3(decode::kSelectThreads), dim3(cluster), stream, view,
-                                      args, static_cast<const T*>(logits), batch, sampling);
+                                      args, static_cast<const T*>(logits), batch);
 }
 
 }  // namespace
@@ -47,8 +46,7 @@ cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
 }
 
 cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs& args,
-                                    const void* logits, DecodeBatch batch, SamplingParams sampling,
-                                    cudaStream_t stream) {
+                                    const void* logits, DecodeBatch batch, cudaStream_t stream) {
   if (batch.capacity == 0 || batch.capacity > view.max_batch || batch.active == nullptr) {
     return cudaErrorInvalidValue;
   }
@@ -56,13 +54,12 @@ cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs&
       (view.step_clock_size == 0 || (view.step_clock_size & (view.step_clock_size - 1)) != 0)) {
     return cudaErrorInvalidValue;
   }
-  if (sampling.temperature > 0.0f &&
-      (view.sequence_ids == nullptr || view.sequence_steps == nullptr)) {
+  if (view.sequence_ids == nullptr || view.sequence_steps == nullptr || view.sampling == nullptr) {
     return cudaErrorInvalidValue;
   }
   return view.config.dtype == DecoderDType::kBFloat16
-             ? launch_select_and_end<__nv_bfloat16>(view, args, logits, batch, sampling, stream)
-             : launch_select_and_end<__half>(view, args, logits, batch, sampling, stream);
+             ? launch_select_and_end<__nv_bfloat16>(view, args, logits, batch, stream)
+             : launch_select_and_end<__half>(view, args, logits, batch, stream);
 }
 
 }  // namespace baton::detail

@@ -1,8 +1,8 @@
 // The decoder model's step launched from the device (its DeviceStepProgram):
 // the same kernel bodies as the graph path (decoder_step_body.cuh and the
-// src/kernels .cuh bodies), in the order DecoderModel::EnqueueStep captures
-// them for a GEMV bucket (RMSNorm and residual adds fused into the GEMVs),
-// with grids sized for the actual batch.
+// src/kernels .cuh bodies), walking the same GEMV plan the graph path
+// captures for a GEMV bucket (step_plan.h), with grids sized for the actual
+// batch.
 //
 // A device launch carries no launch attributes: no programmatic dependent
 // launch (the bodies' griddepcontrol calls are no-ops, and tail launches run
@@ -28,7 +28,6 @@ namespace {
 
 using decode::attention_body;
 using decode::gemv_body;
-using decode::gemv_fuses_norm;
 using decode::gemv_split;
 using decode::GemvInput;
 using decode::GemvIo;
@@ -60,9 +59,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 template <class T, int V>
 __global__ void __launch_bounds__(kAttentionThreads)
-    dp_rope_attention_kernel(DecoderConfig config, T* qkv, KvCacheLayer cache, DecodeBatch batch,
-                             T* out) {
-  attention_body<T, V, true>(config, qkv, cache, batch, out);
+    dp_rope_attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv,
+                             KvCacheLayer cache, DecodeBatch batch, T* out) {
+  attention_body<T, V, true>(config, inv_freq, qkv, cache, batch, out);
 }
 
 template <class T, GemvInput Input, GemvOutput Output, int Split>
@@ -72,17 +71,18 @@ __global__ void __cluster_dims__(1, 1, Split) __launch_bounds__(kMmaWarps * 32)
   gemv_body<T, Input, Output>(w, out_features, in_features, io, batch);
 }
 
-// Token selection with the step's end (StepEndHooks), as on the graph path.
-template <class T, bool Sample, int Blocks>
+// Token selection with each position's parameters and the step's end
+// (StepEndHooks), as on the graph path.
+template <class T, int Blocks>
 __global__ void __cluster_dims__(Blocks, 1, 1) __launch_bounds__(kSelectThreads)
-    dp_select_and_end_kernel(DecoderStepView v, StepArgs args, const T* logits, DecodeBatch batch,
-                             SamplingParams sampling) {
-  select_body<T, Sample>(v.config, logits, batch, sampling, v.sequence_ids, v.sequence_steps,
-                         v.out_tokens, StepEndHooks{v, args});
+    dp_select_and_end_kernel(DecoderStepView v, StepArgs args, const T* logits, DecodeBatch batch) {
+  select_body<T, true>(v.config, logits, batch, decode::SelectParams(SamplingParams{}, v.sampling),
+                       v.sequence_ids, v.sequence_steps, v.out_tokens, StepEndHooks{v, args});
 }
 
-// Launches one step's kernels into cudaStreamTailLaunch, in order; after the
-// first launch CUDA refuses, launches nothing more.
+// Launches one step's kernels into cudaStreamTailLaunch, in order, walking
+// the model's GEMV plan (step_plan.h); after the first launch CUDA refuses,
+// launches nothing more.
 template <class T>
 class DecoderStepLauncher {
  public:
@@ -97,37 +97,35 @@ class DecoderStepLauncher {
             /*settled=*/true} {}
 
   __device__ DeviceStepLaunch run() {
-    const DecoderConfig& c = s_.view.config;
-    const unsigned frame_blocks = (batch_ + kStepFrameThreads - 1) / kStepFrameThreads;
-    dp_step_begin_kernel<<<frame_blocks, kStepFrameThreads, 0, cudaStreamTailLaunch>>>(
-        s_.view, args_, batch_);
-    if (!launched()) return launch_;
-    for (int l = 0; l < c.layers && ok(); ++l) {
-      const DecoderLayerView layer = s_.layers[l];
-      if (l == 0 && gemv_fuses_norm(c.qkv_width(), c.d_model)) {
-        gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
-            layer.wqkv, c.qkv_width(), c.d_model,
-            GemvIo::embedding_rms_norm(c, s_.embedding, s_.view.in_tokens, s_.hidden,
-                                       layer.attn_norm, s_.qkv));
-      } else if (l == 0) {
-        row_norm<RowSource::kEmbedding>(s_.embedding, s_.view.in_tokens, layer.attn_norm);
-        gemv<GemvInput::kPlain, GemvOutput::kStore>(layer.wqkv, c.qkv_width(), c.d_model,
-                                                    GemvIo::plain(s_.normed, s_.qkv));
-      } else {
-        normed_gemv(layer.wqkv, c.qkv_width(), layer.attn_norm, s_.qkv);
+    for (std::uint32_t i = 0; i < s_.op_count && ok(); ++i) {
+      const StepOp& op = s_.ops[i];
+      switch (op.kind) {
+        case StepOpKind::kStepBegin: {
+          const unsigned blocks = (batch_ + kStepFrameThreads - 1) / kStepFrameThreads;
+          dp_step_begin_kernel<<<blocks, kStepFrameThreads, 0, cudaStreamTailLaunch>>>(
+              s_.view, args_, batch_);
+          launched();
+          break;
+        }
+        case StepOpKind::kRowNorm:
+          row_norm(op);
+          break;
+        case StepOpKind::kGemv:
+          gemv(op);
+          break;
+        case StepOpKind::kRopeAttention:
+          rope_attention(op.cache);
+          break;
+        case StepOpKind::kSelectAndEnd:
+          select_and_end();
+          break;
+        case StepOpKind::kLinear:
+        case StepOpKind::kSiluMul:
+          // Only the graph path's cuBLASLt plan has these; the model gives
+          // this engine its GEMV plan.
+          launch_.error = cudaErrorNotSupported;
+          break;
       }
-      rope_attention(layer.cache);
-      gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(
-          layer.wo, c.d_model, c.attention_width(), GemvIo::residual_add(s_.attention, s_.hidden));
-      normed_gemv(layer.w_gate_up, c.gate_up_width(), layer.ffn_norm, s_.gate_up);
-      gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(
-          layer.w_down, c.d_model, c.ffn, GemvIo::residual_add(s_.gate_up, s_.hidden));
-    }
-    normed_gemv(s_.lm_head, c.vocab, s_.final_norm, s_.logits);
-    if (s_.sampling.temperature > 0.0f) {
-      select_and_end<true>();
-    } else {
-      select_and_end<false>();
     }
     return launch_;
   }
@@ -143,37 +141,32 @@ class DecoderStepLauncher {
     return true;
   }
 
-  // y = W · RMSNorm(hidden) * norm, fused where gemv_fuses_norm says so (as
-  // DecoderModel::NormedGemv decides on the graph path).
-  __device__ void normed_gemv(const void* w, int out_features, const void* norm, void* y) {
-    const int d_model = s_.view.config.d_model;
-    if (gemv_fuses_norm(out_features, d_model)) {
-      gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(
-          w, out_features, d_model, GemvIo::rms_norm(s_.view.config, s_.hidden, norm, y));
-    } else {
-      row_norm<RowSource::kHidden>(nullptr, nullptr, norm);
-      gemv<GemvInput::kPlain, GemvOutput::kStore>(w, out_features, d_model,
-                                                  GemvIo::plain(s_.normed, y));
-    }
-  }
-
-  // normed = RMSNorm(hidden or the embedding rows, which it stores as hidden).
-  template <RowSource Source>
-  __device__ void row_norm(const void* source, const std::int32_t* tokens, const void* norm) {
-    if (!ok()) return;
+  __device__ void row_norm(const StepOp& op) {
     RowArgs a;
-    a.source = source;
-    a.tokens = tokens;
+    a.source = op.row_source;
+    a.tokens = s_.in_tokens;
     a.hidden = s_.hidden;
-    a.weight = norm;
+    a.weight = op.norm;
     a.out = s_.normed;
-    dp_row_norm_kernel<T, Source>
-        <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(s_.view.config, a, db_);
+    const DecoderConfig& c = s_.view.config;
+    switch (op.row_input) {
+      case RowNormInput::kHidden:
+        dp_row_norm_kernel<T, RowSource::kHidden>
+            <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(c, a, db_);
+        break;
+      case RowNormInput::kEmbedding:
+        dp_row_norm_kernel<T, RowSource::kEmbedding>
+            <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(c, a, db_);
+        break;
+      case RowNormInput::kResidual:
+        dp_row_norm_kernel<T, RowSource::kResidual>
+            <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(c, a, db_);
+        break;
+    }
     launched();
   }
 
   __device__ void rope_attention(const KvCacheLayer& cache) {
-    if (!ok()) return;
     const DecoderConfig& c = s_.view.config;
     const dim3 grid(batch_, c.heads);
     const unsigned shared_bytes = sizeof(float) * c.max_context;
@@ -181,60 +174,79 @@ class DecoderStepLauncher {
     T* out = static_cast<T*>(s_.attention);
     if (c.head_dim % kVector == 0) {
       dp_rope_attention_kernel<T, kVector>
-          <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(c, qkv, cache, db_,
-                                                                            out);
+          <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(c, s_.rope_inv_freq,
+                                                                            qkv, cache, db_, out);
     } else {
       dp_rope_attention_kernel<T, 2>
-          <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(c, qkv, cache, db_,
-                                                                            out);
+          <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(c, s_.rope_inv_freq,
+                                                                            qkv, cache, db_, out);
     }
     launched();
   }
 
   // A GEMV with the graph path's grid: K split across a cluster of
-  // gemv_split blocks.
-  template <GemvInput Input, GemvOutput Output>
-  __device__ void gemv(const void* w, int out_features, int in_features, const GemvIo& io) {
-    if (!ok()) return;
-    const int split = gemv_split(out_features, in_features);
-    const dim3 grid((out_features + kMmaRows - 1) / kMmaRows,
-                    (batch_ + kMmaPositions - 1) / kMmaPositions, split);
-    gemv_cluster<Input, Output, 1>(split, grid, static_cast<const T*>(w), out_features, in_features,
-                                   io);
+  // gemv_split blocks (a function of the shape alone).
+  __device__ void gemv(const StepOp& op) {
+    switch (op.input) {
+      case GemvInput::kPlain:
+        if (op.output == GemvOutput::kStore) {
+          gemv_split_of<GemvInput::kPlain, GemvOutput::kStore>(op);
+        } else {
+          gemv_split_of<GemvInput::kPlain, GemvOutput::kResidualAdd>(op);
+        }
+        break;
+      case GemvInput::kGated:
+        if (op.output == GemvOutput::kStore) {
+          gemv_split_of<GemvInput::kGated, GemvOutput::kStore>(op);
+        } else {
+          gemv_split_of<GemvInput::kGated, GemvOutput::kResidualAdd>(op);
+        }
+        break;
+      case GemvInput::kRmsNorm:
+        gemv_split_of<GemvInput::kRmsNorm, GemvOutput::kStore>(op);
+        break;
+      case GemvInput::kEmbeddingRmsNorm:
+        gemv_split_of<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(op);
+        break;
+    }
     launched();
+  }
+
+  template <GemvInput Input, GemvOutput Output>
+  __device__ void gemv_split_of(const StepOp& op) {
+    const int split = gemv_split(op.out_features, op.in_features);
+    const dim3 grid((op.out_features + kMmaRows - 1) / kMmaRows,
+                    (batch_ + kMmaPositions - 1) / kMmaPositions, split);
+    gemv_cluster<Input, Output, 1>(split, grid, op);
   }
 
   // The instantiation whose compile-time cluster is `split` blocks.
   template <GemvInput Input, GemvOutput Output, int Split>
-  __device__ void gemv_cluster(int split, dim3 grid, const T* w, int out_features, int in_features,
-                               const GemvIo& io) {
+  __device__ void gemv_cluster(int split, dim3 grid, const StepOp& op) {
     if (split == Split) {
       dp_gemv_cluster_kernel<T, Input, Output, Split>
-          <<<grid, kMmaWarps * 32, 0, cudaStreamTailLaunch>>>(w, out_features, in_features, io,
-                                                              db_);
+          <<<grid, kMmaWarps * 32, 0, cudaStreamTailLaunch>>>(
+              static_cast<const T*>(op.w), op.out_features, op.in_features, op.io, db_);
     } else if constexpr (Split < kMmaMaxSplit) {
-      gemv_cluster<Input, Output, Split + 1>(split, grid, w, out_features, in_features, io);
+      gemv_cluster<Input, Output, Split + 1>(split, grid, op);
     }
   }
 
-  // Argmax (Sample = false) or Gumbel-max sampling of the logits, a cluster
-  // of select_blocks blocks per position, ending the step.
-  template <bool Sample>
+  // Token selection (each position's own parameters), a cluster of
+  // select_blocks blocks per position, ending the step.
   __device__ void select_and_end() {
-    if (!ok()) return;
     const int blocks = select_blocks(s_.view.config.vocab);
-    select_cluster<Sample, 1>(blocks, dim3(blocks, batch_), static_cast<const T*>(s_.logits));
+    select_cluster<1>(blocks, dim3(blocks, batch_), static_cast<const T*>(s_.logits));
     launched();
   }
 
-  template <bool Sample, int Blocks>
+  template <int Blocks>
   __device__ void select_cluster(int blocks, dim3 grid, const T* logits) {
     if (blocks == Blocks) {
-      dp_select_and_end_kernel<T, Sample, Blocks>
-          <<<grid, kSelectThreads, 0, cudaStreamTailLaunch>>>(s_.view, args_, logits, db_,
-                                                              s_.sampling);
+      dp_select_and_end_kernel<T, Blocks>
+          <<<grid, kSelectThreads, 0, cudaStreamTailLaunch>>>(s_.view, args_, logits, db_);
     } else if constexpr (Blocks < kSelectMaxCluster) {
-      select_cluster<Sample, Blocks + 1>(blocks, grid, logits);
+      select_cluster<Blocks + 1>(blocks, grid, logits);
     }
   }
 

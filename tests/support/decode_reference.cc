@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 
 #include "kernels/half_bits.h"
 
@@ -36,6 +38,16 @@ std::vector<double> RmsNorm(const float* x, const float* weight, int n, double e
 void Rope(double* head, int head_dim, int pos, double theta) {
   for (int i = 0; i < head_dim / 2; ++i) {
     const double angle = pos * std::pow(theta, -2.0 * i / head_dim);
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double a = head[2 * i], b = head[2 * i + 1];
+    head[2 * i] = a * c - b * s;
+    head[2 * i + 1] = a * s + b * c;
+  }
+}
+
+void Rope(double* head, int head_dim, int pos, const std::vector<float>& inv_freq) {
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const double angle = pos * static_cast<double>(inv_freq[i]);
     const double c = std::cos(angle), s = std::sin(angle);
     const double a = head[2 * i], b = head[2 * i + 1];
     head[2 * i] = a * c - b * s;
@@ -128,6 +140,86 @@ std::vector<double> SampleScores(const float* logits, int vocab, double temperat
     scores[i] = logit / temperature - std::log(-std::log(u));
   }
   return scores;
+}
+
+std::uint16_t LogitKey(std::uint16_t bits, DecoderDType dtype) {
+  const unsigned infinity = dtype == DecoderDType::kFloat16 ? 0x7C00u : 0x7F80u;
+  unsigned b = bits;
+  if ((b & 0x7FFFu) > infinity) b = 0x8000u | infinity;  // NaN as -inf
+  if ((b & 0x7FFFu) == 0) b = 0;                         // -0 as +0
+  return static_cast<std::uint16_t>((b & 0x8000u) != 0 ? ~b & 0xFFFFu : b | 0x8000u);
+}
+
+double KeyLogit(std::uint16_t key, DecoderDType dtype) {
+  const unsigned bits =
+      (key & 0x8000u) != 0 ? key & 0x7FFFu : ~static_cast<unsigned>(key) & 0xFFFFu;
+  return HalfBitsToFloat(static_cast<std::uint16_t>(bits), dtype);
+}
+
+SamplingThresholds SamplingFilter(const std::uint16_t* logits, int vocab, DecoderDType dtype,
+                                  const TokenSampling& sampling, double margin) {
+  SamplingThresholds out;
+  const bool by_k = sampling.top_k > 0 && sampling.top_k < static_cast<std::uint32_t>(vocab);
+  const bool by_p = sampling.top_p < 1.0;
+  if (!(sampling.temperature > 0.0) || (!by_k && !by_p)) return out;
+  std::vector<std::uint16_t> keys(vocab);
+  for (int i = 0; i < vocab; ++i) keys[i] = LogitKey(logits[i], dtype);
+  // Top-k: the K-th largest key, counting multiplicity.
+  std::uint16_t theta_k = 0;
+  if (by_k) {
+    std::vector<std::uint16_t> sorted = keys;
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    theta_k = sorted[sampling.top_k - 1];
+  }
+  out.loose = out.exact = out.strict = theta_k;
+  if (!by_p) return out;
+  // Top-p over the kept tokens, a key group at a time from the top.
+  std::map<std::uint16_t, int, std::greater<>> groups;  // key -> kept tokens with it
+  for (std::uint16_t key : keys) {
+    if (key >= theta_k) ++groups[key];
+  }
+  const std::uint16_t max_key = groups.begin()->first;
+  const double max_logit = KeyLogit(max_key, dtype);
+  std::vector<double> group_mass;
+  double total = 0.0;
+  for (const auto& [key, count] : groups) {
+    const double w =
+        key == max_key ? 1.0 : std::exp((KeyLogit(key, dtype) - max_logit) / sampling.temperature);
+    group_mass.push_back(count * w);
+    total += count * w;
+  }
+  double above = 0.0;
+  std::size_t g = 0;
+  for (const auto& group : groups) {
+    const double a = above / total;
+    if (above == 0.0 || a < sampling.top_p + margin) out.loose = group.first;
+    if (above == 0.0 || a < sampling.top_p) out.exact = group.first;
+    if (above == 0.0 || a < sampling.top_p - margin) out.strict = group.first;
+    above += group_mass[g++];
+  }
+  out.ambiguous = out.loose != out.strict;
+  return out;
+}
+
+int BestSurvivor(const std::uint16_t* logits, int vocab, DecoderDType dtype,
+                 const std::vector<double>& scores, std::uint16_t threshold) {
+  int best = -1;
+  for (int i = 0; i < vocab; ++i) {
+    if (LogitKey(logits[i], dtype) < threshold) continue;
+    if (best < 0 || scores[i] > scores[best]) best = i;
+  }
+  return best;
+}
+
+int SampleToken(const std::uint16_t* logits, int vocab, DecoderDType dtype,
+                const TokenSampling& sampling) {
+  std::vector<float> f(vocab);
+  for (int i = 0; i < vocab; ++i) f[i] = HalfBitsToFloat(logits[i], dtype);
+  if (!(sampling.temperature > 0.0)) return Argmax(f.data(), vocab);
+  const std::vector<double> scores = SampleScores(f.data(), vocab, sampling.temperature,
+                                                  sampling.seed, sampling.sequence, sampling.step);
+  const SamplingThresholds thresholds = SamplingFilter(logits, vocab, dtype, sampling, 0.0);
+  return BestSurvivor(logits, vocab, dtype, scores, thresholds.exact);
 }
 
 }  // namespace baton::reference

@@ -20,6 +20,9 @@ namespace baton::reference {
 
 // Rotates pairs (2i, 2i+1) of one head in place by pos * theta^(-2i/head_dim).
 void Rope(double* head, int head_dim, int pos, double theta);
+// The same with the kernels' frequency table (kernels/rope.h): pair i turns
+// by pos * inv_freq[i], computed in double.
+void Rope(double* head, int head_dim, int pos, const std::vector<float>& inv_freq);
 
 // softmax(q · Kᵀ / sqrt(head_dim)) · V for one head; keys/values [context, head_dim].
 [[nodiscard]] std::vector<double> Attention(const std::vector<double>& q,
@@ -45,5 +48,50 @@ void Rope(double* head, int head_dim, int pos, double theta);
 [[nodiscard]] std::vector<double> SampleScores(const float* logits, int vocab, double temperature,
                                                std::uint64_t seed, std::uint64_t sequence,
                                                std::uint32_t step);
+
+// EnqueueSamplePositions' semantics (baton/decode_kernels.h), in double from
+// the stored 16-bit logits of one row.
+//
+// The order-preserving key of a stored logit: a larger logit, a larger key;
+// NaN gets -inf's key, -0 gets +0's.
+[[nodiscard]] std::uint16_t LogitKey(std::uint16_t bits, DecoderDType dtype);
+// The logit a key stands for.
+[[nodiscard]] double KeyLogit(std::uint16_t key, DecoderDType dtype);
+
+struct TokenSampling {
+  double temperature = 0.0;  // <= 0: greedy
+  std::uint32_t top_k = 0;   // 0 or >= vocab: off
+  double top_p = 1.0;        // >= 1: off
+  std::uint64_t seed = 0;
+  std::uint64_t sequence = 0;
+  std::uint32_t step = 0;
+};
+
+// The survivors of top-k then top-p are the tokens whose key >= a threshold.
+// `exact` decides every key group by its normalized mass above (in double)
+// against P. Groups whose mass above lies within `margin` of P may be decided
+// either way by a device summing in other precision: `loose` keeps all of
+// them, `strict` none (loose <= exact <= strict); between them lie the
+// thresholds a correct device may use. `ambiguous` says loose != strict.
+// Unfiltered rows (T <= 0, or no top-k and no top-p) get 0: every token.
+struct SamplingThresholds {
+  std::uint16_t loose = 0;
+  std::uint16_t exact = 0;
+  std::uint16_t strict = 0;
+  bool ambiguous = false;
+};
+[[nodiscard]] SamplingThresholds SamplingFilter(const std::uint16_t* logits, int vocab,
+                                                DecoderDType dtype, const TokenSampling& sampling,
+                                                double margin);
+
+// The argmax of scores[i] over tokens whose key >= threshold, ties to the
+// lowest index; -1 when none survives.
+[[nodiscard]] int BestSurvivor(const std::uint16_t* logits, int vocab, DecoderDType dtype,
+                               const std::vector<double>& scores, std::uint16_t threshold);
+
+// The token the semantics choose: Argmax for T <= 0, else the Gumbel-max
+// (SampleScores) over the survivors of SamplingFilter's exact threshold.
+[[nodiscard]] int SampleToken(const std::uint16_t* logits, int vocab, DecoderDType dtype,
+                              const TokenSampling& sampling);
 
 }  // namespace baton::reference

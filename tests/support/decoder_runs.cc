@@ -42,7 +42,9 @@ std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config, std::size
   for (std::size_t i = 0; i < count; ++i) {
     requests[i].prompt = RandomPrompt(config, Uniform(1, 16));
     requests[i].max_new_tokens = Uniform(1, 40);
-    requests[i].stop_token = Uniform(0, 3) == 0 ? -1 : Uniform(0, config.vocab - 1);
+    // Zero to three stop tokens (Llama 3 instruct stops on any of three).
+    const int stops = Uniform(0, 3);
+    for (int k = 0; k < stops; ++k) requests[i].stop_tokens.push_back(Uniform(0, config.vocab - 1));
     requests[i].sequence_id = i;
   }
   return requests;
@@ -134,8 +136,9 @@ int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,
     EXPECT_EQ(o.tokens.size(), o.value) << label << " entry " << e;
     EXPECT_EQ(o.steps, q.prompt.size() + o.value - 1) << label << " entry " << e;
     if (o.value < 1 || o.tokens.size() != o.value) continue;
-    // It stopped exactly at its limit or at its first stop token.
-    const auto first_stop = std::find(o.tokens.begin(), o.tokens.end(), q.stop_token);
+    // It stopped exactly at its limit or at its first stop token (any of them).
+    const auto first_stop = std::find_first_of(o.tokens.begin(), o.tokens.end(),
+                                               q.stop_tokens.begin(), q.stop_tokens.end());
     if (o.value < q.max_new_tokens) {
       EXPECT_EQ(first_stop, o.tokens.end() - 1) << label << " entry " << e;
       ++stopped;
@@ -147,7 +150,7 @@ int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,
   return stopped;
 }
 
-int CheckAgainstReference(reference::ReferenceDecoder& ref, const DecodeRequest& request,
+int CheckAgainstReference(reference::StepReference& ref, const DecodeRequest& request,
                           const std::vector<std::int32_t>& tokens, const SamplingParams& sampling,
                           const std::string& what) {
   constexpr double kTieMargin = 0.05;  // logits have unit scale; 1e-2 relative error allows this
@@ -158,8 +161,9 @@ int CheckAgainstReference(reference::ReferenceDecoder& ref, const DecodeRequest&
   for (std::size_t g = 0; g < tokens.size(); ++g) {
     const int vocab = static_cast<int>(logits.size());
     std::vector<double> scores(logits.begin(), logits.end());
-    if (sampling.temperature > 0.0f) {
-      scores = reference::SampleScores(logits.data(), vocab, sampling.temperature, sampling.seed,
+    const SamplingParams used = request.sampling.value_or(sampling);
+    if (used.temperature > 0.0f) {
+      scores = reference::SampleScores(logits.data(), vocab, used.temperature, used.seed,
                                        request.sequence_id, static_cast<std::uint32_t>(g));
     }
     const int best =

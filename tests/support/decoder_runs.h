@@ -65,7 +65,7 @@ int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,
 // Teacher-forces the reference along the device's tokens; returns the number
 // of near-ties, fails on a token that is neither the reference's choice nor
 // within a near-tie margin of it.
-int CheckAgainstReference(reference::ReferenceDecoder& ref, const DecodeRequest& request,
+int CheckAgainstReference(reference::StepReference& ref, const DecodeRequest& request,
                           const std::vector<std::int32_t>& tokens, const SamplingParams& sampling,
                           const std::string& what);
 

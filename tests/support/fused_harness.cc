@@ -293,7 +293,7 @@ std::size_t FusedShape::Size(Dim dim) const {
     case Dim::kAttentionWidth:
       return c.attention_width();
     case Dim::kCacheRows:
-      return std::size_t(MaxSlots()) * c.heads * c.max_context;
+      return std::size_t(MaxSlots()) * c.key_value_heads() * c.max_context;
     case Dim::kHeadDim:
       return c.head_dim;
   }

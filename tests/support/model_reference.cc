@@ -3,11 +3,14 @@
 #include <cmath>
 
 #include "kernels/half_bits.h"
+#include "kernels/rope.h"
 #include "support/decode_reference.h"
 
 namespace baton::reference {
 
-ReferenceDecoder::ReferenceDecoder(const DecoderHostWeights& weights) : config_(weights.config) {
+ReferenceDecoder::ReferenceDecoder(const DecoderHostWeights& weights)
+    : config_(weights.config),
+      inv_freq_(RopeInverseFrequencies(weights.config.rope, weights.config.head_dim)) {
   const DecoderDType dtype = config_.dtype;
   embedding_ = ToFloat(weights.embedding, dtype);
   final_norm_ = ToFloat(weights.final_norm, dtype);
@@ -20,6 +23,8 @@ ReferenceDecoder::ReferenceDecoder(const DecoderHostWeights& weights) : config_(
     layer.ffn_norm = ToFloat(w.ffn_norm, dtype);
     layer.w_gate_up = ToFloat(w.w_gate_up, dtype);
     layer.w_down = ToFloat(w.w_down, dtype);
+    layer.qkv_bias = ToFloat(w.qkv_bias, dtype);
+    layer.o_bias = ToFloat(w.o_bias, dtype);
     layers_.push_back(std::move(layer));
   }
 }
@@ -46,33 +51,43 @@ std::vector<float> ReferenceDecoder::Step(int token) {
   };
   std::vector<float> hidden(embedding_.begin() + static_cast<std::size_t>(token) * d,
                             embedding_.begin() + static_cast<std::size_t>(token + 1) * d);
+  const int kv_width = c.kv_width(), group = c.group_size();
+  // y = W · x (+ bias), rounded once, as the device stores it.
+  auto project = [&](const std::vector<float>& w, const std::vector<float>& bias,
+                     const std::vector<float>& x, int out, int in) {
+    std::vector<double> y = Gemv(w.data(), x.data(), out, in);
+    if (!bias.empty()) {
+      for (int i = 0; i < out; ++i) y[i] += bias[i];
+    }
+    return rounded(y);
+  };
   for (Layer& layer : layers_) {
     const std::vector<float> normed =
         rounded(RmsNorm(hidden.data(), layer.attn_norm.data(), d, c.rms_epsilon));
     std::vector<double> qkv(c.qkv_width());
     {
-      const std::vector<float> q =
-          rounded(Gemv(layer.wqkv.data(), normed.data(), c.qkv_width(), d));
+      const std::vector<float> q = project(layer.wqkv, layer.qkv_bias, normed, c.qkv_width(), d);
       for (int i = 0; i < c.qkv_width(); ++i) qkv[i] = q[i];
     }
-    for (int h = 0; h < c.heads; ++h) {
-      Rope(&qkv[h * hd], hd, position_, c.rope_theta);
-      Rope(&qkv[width + h * hd], hd, position_, c.rope_theta);
+    for (int h = 0; h < c.heads; ++h) Rope(&qkv[h * hd], hd, position_, inv_freq_);
+    for (int h = 0; h < c.key_value_heads(); ++h) {
+      Rope(&qkv[width + h * hd], hd, position_, inv_freq_);
     }
-    for (int i = 0; i < width; ++i) {
-      qkv[i] = Round(qkv[i]);
+    for (int i = 0; i < width; ++i) qkv[i] = Round(qkv[i]);
+    for (int i = 0; i < kv_width; ++i) {
       layer.keys.push_back(Round(qkv[width + i]));
-      layer.values.push_back(qkv[2 * width + i]);
+      layer.values.push_back(qkv[width + kv_width + i]);
     }
     const int context = position_ + 1;
     std::vector<double> attention(width);
     for (int h = 0; h < c.heads; ++h) {
+      const int kh = h / group;
       std::vector<double> q(qkv.begin() + h * hd, qkv.begin() + (h + 1) * hd);
       std::vector<double> keys(static_cast<std::size_t>(context) * hd), values(keys.size());
       for (int t = 0; t < context; ++t) {
         for (int e = 0; e < hd; ++e) {
-          keys[static_cast<std::size_t>(t) * hd + e] = layer.keys[t * width + h * hd + e];
-          values[static_cast<std::size_t>(t) * hd + e] = layer.values[t * width + h * hd + e];
+          keys[static_cast<std::size_t>(t) * hd + e] = layer.keys[t * kv_width + kh * hd + e];
+          values[static_cast<std::size_t>(t) * hd + e] = layer.values[t * kv_width + kh * hd + e];
         }
       }
       const std::vector<double> out = Attention(q, keys, values, hd);
@@ -80,7 +95,7 @@ std::vector<float> ReferenceDecoder::Step(int token) {
     }
     const std::vector<float> attention_rounded = rounded(attention);
     const std::vector<float> projected =
-        rounded(Gemv(layer.wo.data(), attention_rounded.data(), d, width));
+        project(layer.wo, layer.o_bias, attention_rounded, d, width);
     for (int i = 0; i < d; ++i) hidden[i] += projected[i];
     const std::vector<float> normed2 =
         rounded(RmsNorm(hidden.data(), layer.ffn_norm.data(), d, c.rms_epsilon));

@@ -1,0 +1,95 @@
+#include "decode_loop/parity_dump.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "baton/status.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::samples {
+
+absl::StatusOr<std::vector<ParitySequence>> FinalSequences(
+    const DecoderModel& model, const std::vector<DecodeRequest>& requests,
+    const std::vector<std::vector<std::int32_t>>& generated) {
+  if (generated.size() != requests.size()) {
+    return absl::InternalError(absl::StrCat("parity dump: ", generated.size(),
+                                            " generated sequences for ", requests.size(),
+                                            " requests"));
+  }
+  std::vector<ParitySequence> out;
+  for (std::uint32_t p = 0; p < requests.size(); ++p) {
+    ParitySequence s;
+    s.entry = p;
+    s.prompt = requests[p].prompt;
+    s.generated = generated[p];
+    BATON_ASSIGN_OR_RETURN(s.last_logits, model.ReadLogits(p));
+    if (s.generated.size() != requests[p].max_new_tokens) {
+      return absl::InternalError(absl::StrCat("parity dump: entry ", p, " generated ",
+                                              s.generated.size(), " tokens, not ",
+                                              requests[p].max_new_tokens));
+    }
+    const auto best = std::max_element(s.last_logits.begin(), s.last_logits.end());
+    const auto argmax = static_cast<std::int32_t>(best - s.last_logits.begin());
+    if (argmax != s.generated.back()) {
+      return absl::InternalError(
+          absl::StrCat("parity dump: the last step's logits at batch position ", p, " pick token ",
+                       argmax, " but entry ", p, " ended with ", s.generated.back(),
+                       ": the dump needs every request admitted in the first step, in order "
+                       "(--requests_per_slot=1) and greedy decoding (--temperature=0)"));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::Status WriteParityDump(const std::string& prefix, const ParityDump& dump) {
+  const std::uint32_t vocab = dump.vocab;
+  const std::string logits_path = prefix + ".logits.f32";
+  std::ofstream logits(logits_path, std::ios::binary);
+  if (!logits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--parity_out: cannot open ", logits_path, " for writing"));
+  }
+  nlohmann::ordered_json json = {{"checkpoint", dump.checkpoint},
+                                 {"dtype", dump.dtype == DecoderDType::kBFloat16 ? "bf16" : "fp16"},
+                                 {"vocab", vocab},
+                                 {"logits_file", logits_path},
+                                 {"runs", nlohmann::ordered_json::array()}};
+  std::int64_t row = 0;
+  for (const ParityRun& run : dump.runs) {
+    nlohmann::ordered_json sequences = nlohmann::ordered_json::array();
+    for (const ParitySequence& s : run.sequences) {
+      if (s.last_logits.size() != vocab) {
+        return absl::InternalError(absl::StrCat("parity dump: entry ", s.entry, " has ",
+                                                s.last_logits.size(), " logits, not ", vocab));
+      }
+      // The machines Baton runs on are little-endian, as the format says.
+      logits.write(reinterpret_cast<const char*>(s.last_logits.data()),
+                   static_cast<std::streamsize>(s.last_logits.size() * sizeof(float)));
+      sequences.push_back({{"entry", s.entry},
+                           {"prompt", s.prompt},
+                           {"generated", s.generated},
+                           {"logits_row", row++}});
+    }
+    json["runs"].push_back(
+        {{"batch", run.batch}, {"driver", run.driver}, {"sequences", std::move(sequences)}});
+  }
+  logits.close();
+  if (!logits.good()) {
+    return absl::DataLossError(absl::StrCat("--parity_out: writing ", logits_path, " failed"));
+  }
+  const std::string json_path = prefix + ".json";
+  std::ofstream file(json_path);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--parity_out: cannot open ", json_path, " for writing"));
+  }
+  file << json.dump() << "\n";
+  if (!file.good()) {
+    return absl::DataLossError(absl::StrCat("--parity_out: writing ", json_path, " failed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::samples

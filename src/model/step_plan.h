@@ -1,0 +1,89 @@
+// The decoder's step as a plan: a list of ops with their fusions, built once
+// on the host from the config (PlanDecoderStep) and walked by both launch
+// paths: the graph path captures it per bucket (step_launch.cc), the
+// dynamic-parallelism step launches it from the device
+// (dp_decoder_step.cu). The architecture's order is written here once; a new
+// architecture is a change to PlanDecoderStep. Internal to the model;
+// plain data, copied to device memory as it is.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "baton/decoder_config.h"
+#include "kernels/decode_kernels.h"
+#include "kernels/gemv_io.h"
+#include "model_tensors.h"
+
+namespace baton::detail {
+
+enum class StepOpKind : std::uint32_t {
+  kStepBegin = 0,  // the batch's inputs from the scheduler's StepArgs (decoder_step.h)
+  kRowNorm = 1,    // normed = RMSNorm(row_input) * norm, a row kernel
+  kGemv = 2,       // Baton's GEMV with its fused input and output (kernels/gemv_io.h)
+  kLinear = 3,     // cuBLASLt: y = x · Wᵀ (+ bias), projection `linear` of the bucket's plans
+  kRopeAttention = 4,  // RoPE, KV append and attention over the cache
+  kSiluMul = 5,        // SiLU(gate) * up, a row kernel (the cuBLASLt path's FFN input)
+  kSelectAndEnd = 6,   // token selection with the step's end (decoder_step.h)
+};
+
+// What a row norm reads: the residual stream, embedding rows (which it stores
+// as the stream) or the stream plus a delta (which it adds first).
+enum class RowNormInput : std::uint32_t { kHidden = 0, kEmbedding = 1, kResidual = 2 };
+
+// The cuBLASLt projections a bucket plans (kLinear's `linear`).
+enum class Projection : std::uint32_t { kQkv = 0, kO = 1, kGateUp = 2, kDown = 3, kLmHead = 4 };
+inline constexpr int kProjections = 5;
+
+struct StepOp {
+  StepOpKind kind = StepOpKind::kStepBegin;
+  // kRowNorm
+  RowNormInput row_input = RowNormInput::kHidden;
+  const void* row_source = nullptr;  // the embedding table (kEmbedding) or the delta (kResidual)
+  const void* norm = nullptr;
+  // kGemv, kLinear
+  decode::GemvInput input = decode::GemvInput::kPlain;
+  decode::GemvOutput output = decode::GemvOutput::kStore;
+  Projection linear = Projection::kQkv;
+  const void* w = nullptr;
+  int out_features = 0;
+  int in_features = 0;
+  decode::GemvIo io;  // kGemv's reads and writes; kLinear: x, y and bias
+  // kRopeAttention
+  KvCacheLayer cache;
+  // How the kernel meets the one before it (kernels/decode_kernels.h,
+  // DecodeBatch): its settled data is final when it starts; it lets the next
+  // kernel launch before its own wait.
+  bool settled = false;
+  bool launch_next_early = false;
+};
+
+// The activations a step writes, by batch position (device pointers).
+struct StepBuffers {
+  float* hidden = nullptr;  // the fp32 residual stream [max_batch, d_model]
+  void* normed = nullptr;   // a row norm's output [max_batch, d_model]
+  void* qkv = nullptr;
+  void* attention = nullptr;
+  void* projected = nullptr;  // a cuBLASLt projection's output before its residual add
+  void* gate_up = nullptr;
+  void* ffn_act = nullptr;
+  void* logits = nullptr;
+  const std::int32_t* in_tokens = nullptr;
+};
+
+enum class PlanPath : std::uint32_t {
+  kGemv = 0,      // Baton's GEMV, norms and residual adds fused in (batch invariant)
+  kCublasLt = 1,  // cuBLASLt projections, row kernels around them (graph path only)
+};
+
+// The step for `config`: step begin, then per layer the attention block
+// (norm, QKV projection with its bias, RoPE + attention, output projection
+// with its bias, residual add) and the FFN block (norm, gate | up
+// projection, SiLU(gate) * up, down projection, residual add), then the final
+// norm, the LM head and token selection, lowered for `path`.
+[[nodiscard]] std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config,
+                                                  const ModelTensors& weights,
+                                                  const std::vector<KvCacheLayer>& caches,
+                                                  const StepBuffers& buffers, PlanPath path);
+
+}  // namespace baton::detail
