@@ -91,5 +91,6 @@ struct SamplingParams {
 inline constexpr int kDecoderMaxHeadDim = 128;   // one attention block covers a head's row
 inline constexpr int kDecoderMaxContext = 8192;  // attention scores of one head in shared memory
 inline constexpr int kDecoderRowAlignment = 8;   // 16-byte rows of 2-byte elements (cuBLASLt, GEMV)
+inline constexpr int kDecoderMaxVocab = 1 << 18;  // every published Llama-family tokenizer fits
 
 }  // namespace baton

@@ -284,6 +284,10 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
                          ModelOptionsFor(scenario, request_count));
   BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
   const DecoderConfig& config = model->config();
+  if (parity != nullptr) {  // as the model serves the checkpoint
+    parity->dtype = config.dtype;
+    parity->vocab = config.vocab;
+  }
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 7919 + batch);
   std::vector<DecodeRequest> requests(request_count);
   for (std::uint32_t i = 0; i < request_count; ++i) {
@@ -366,8 +370,6 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       }
       BATON_ASSIGN_OR_RETURN(std::vector<ParitySequence> sequences,
                              FinalSequences(*model, requests, generated));
-      parity->dtype = config.dtype;
-      parity->vocab = config.vocab;
       parity->runs.push_back({batch, choice.key, std::move(sequences)});
     }
     const double step_us = Median(step_means);

@@ -52,6 +52,13 @@ absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
                                   " so every GEMM row is 16-byte aligned; pad it"));
     }
   }
+  // Token selection and the logits buffer are sized per vocabulary entry; the
+  // limit keeps a mistyped vocabulary from sizing them past what was tested.
+  if (config.vocab > kDecoderMaxVocab) {
+    return Invalid("vocab", config.vocab,
+                   absl::StrCat("exceeds ", kDecoderMaxVocab,
+                                " (256k covers every Llama-family tokenizer); lower it"));
+  }
   if (config.max_context > kDecoderMaxContext) {
     return Invalid("max_context", config.max_context,
                    absl::StrCat("exceeds ", kDecoderMaxContext,

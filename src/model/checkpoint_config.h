@@ -13,10 +13,6 @@
 
 namespace baton::detail {
 
-// The largest vocabulary served: token selection and the logits buffer are
-// sized by it; 256k covers every Llama-family tokenizer published.
-inline constexpr int kDecoderMaxVocab = 1 << 18;
-
 // `source` is config.json's path. `max_context`: tokens one sequence may hold
 // (0: the smaller of max_position_embeddings and kDecoderMaxContext).
 // `dtype`: the weights' and activations' type (default: the checkpoint's
