@@ -41,6 +41,9 @@ constexpr GemvShape kGemvShapes[] = {
      "a partial block of 16 rows, a partial k-block of 32, a partial tile of 8, K unsplit"},
     {777, 2824, 17, 16, "K split across a cluster of 3 blocks, three position tiles"},
     {8, 1032, 1, 1, "fewer rows than a block, K split in 2, a bucket of 1"},
+    {2040, 8200, 8, 5,
+     "128 row blocks (the last partial), too many for a wider split, paired in clusters of 2 "
+     "(Llama-3.2-1B's FFN down GEMV), a partial k-block"},
 };
 
 void PrintTo(const GemvShape& s, std::ostream* os) {

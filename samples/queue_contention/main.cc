@@ -26,6 +26,7 @@
 #include "baton/device.h"
 #include "baton/status.h"
 #include "baton/work_queue.h"
+#include "common/bandwidth.h"
 #include "common/init.h"
 #include "common/report.h"
 #include "common/timing.h"
@@ -184,19 +185,6 @@ double AtomicsPerItem(PopKind kind, std::uint64_t items) {
   return 3.0 * std::ceil(static_cast<double>(items) / Batch(kind)) / static_cast<double>(items);
 }
 
-absl::StatusOr<double> MeasureCopyBandwidth(Context& ctx) {
-  constexpr std::size_t kBytes = std::size_t{1} << 30;
-  BATON_ASSIGN_OR_RETURN(auto a, DeviceBuffer<unsigned char>::Create(kBytes));
-  BATON_ASSIGN_OR_RETURN(auto b, DeviceBuffer<unsigned char>::Create(kBytes));
-  BATON_ASSIGN_OR_RETURN(
-      const TimingSummary timing, TimeWithEvents(ctx.stream.get(), 2, 5, [&]() -> absl::Status {
-        BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.data(), a.data(), kBytes,
-                                                   cudaMemcpyDeviceToDevice, ctx.stream.get()));
-        return absl::OkStatus();
-      }));
-  return 2.0 * kBytes / (timing.median_ms * 1e-3) / 1e9;  // read + write
-}
-
 std::vector<int> ParseList(const std::string& text) {
   std::vector<int> out;
   std::size_t pos = 0;
@@ -249,7 +237,8 @@ absl::Status Run(Report& report) {
     }
   }
 
-  BATON_ASSIGN_OR_RETURN(const double copy_gbps, MeasureCopyBandwidth(ctx));
+  BATON_ASSIGN_OR_RETURN(const HbmBandwidth hbm, MeasureHbmBandwidth(ctx.stream.get()));
+  const double copy_gbps = hbm.copy_bytes_per_s / 1e9;
   constexpr double kBytesPerPop = 16 + 8 + 8 + 1;
   report.SetParam("items", static_cast<std::int64_t>(items));
   report.SetParam("single_items", static_cast<std::int64_t>(std::uint64_t{1} << log2_single));

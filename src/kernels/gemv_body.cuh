@@ -57,8 +57,14 @@ inline constexpr bool normed_input(GemvInput input) {
 // because clusters are placed a GPC at a time: on an H200 the d_model 1024
 // model's FFN down GEMV (64 row blocks) as 64 clusters of 4 did not fit one
 // wave, and the b1 step took 26 us longer over 4 layers than with clusters
-// of 3. A function of the shape alone, never of the batch (batch
-// invariance).
+// of 3. Clusters of 2 place one per SM pair without that loss, so a shape
+// whose row blocks leave it unsplit still pairs its blocks when two rounds
+// or more of loads remain and two blocks per row block fit one wave: H200,
+// Llama-3.2-1B at b1, the FFN down GEMV (128 row blocks x 256 k-blocks) and
+// the attention output GEMV (128 x 64) as 128 clusters of 2 took the step
+// 1074 -> 907 us (the QKV GEMV's 192 row blocks paired, 384 blocks, made it
+// 1018 us; results/h200-2026-11-23-gemv-split.json). A function of the
+// shape alone, never of the batch (batch invariance).
 inline constexpr int kMmaSplitTargetBlocks = 192;
 
 [[nodiscard]] BATON_HOST_DEVICE constexpr int gemv_split(int out_features, int in_features) {
@@ -68,6 +74,7 @@ inline constexpr int kMmaSplitTargetBlocks = 192;
   const int target = kMmaSplitTargetBlocks / row_blocks;
   int split = one_round < target ? one_round : target;
   split = split < 1 ? 1 : split > kMmaMaxSplit ? kMmaMaxSplit : split;
+  if (split == 1 && one_round >= 2 && 2 * row_blocks <= kMmaTargetBlocks) split = 2;
   while (split > 1 && split * kMmaWarps > k_blocks) --split;
   return split;
 }
