@@ -39,8 +39,11 @@ def baton_rows(path: pathlib.Path, model: str) -> tuple[list[dict[str, Any]], di
             driver = "Baton graph replays, no decision"
         else:
             driver = r["driver"] if r["driver"].startswith("Baton") else f"Baton {r['driver']}"
+        # decode_loop's tokens/s counts the tokens its requests produced (fewer than batch per step
+        # while continuous batching refills slots); the replays' row has none: batch per step.
+        tokens_per_s = r.get("tokens_per_s", batch * 1e6 / r["step_us"])
         row = {"model": model, "batch": batch, "driver": driver, "us_per_step": round(r["step_us"], 1),
-               "tokens_per_s": round(batch * 1e6 / r["step_us"], 1), "gemm": params.get("gemm")}
+               "tokens_per_s": round(tokens_per_s, 1), "gemm": params.get("gemm")}
         for key in ("overhead_us", "same_tokens", "p50_us", "p99_us"):
             if key in r:
                 row[key] = r[key]
@@ -138,8 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         targets.append({"target": f"engines' overhead <= {ENGINE_OVERHEAD_US} us per step and the same tokens",
                         "measured_worst_overhead_us": round(worst, 2),
                         "met": worst <= ENGINE_OVERHEAD_US and all(r.get("same_tokens", True) for r in engines)})
-    out: dict[str, Any] = {"model": args.model, "gpu": gpu, **info, "peers": peers_meta, "targets": targets,
-                           "rows": rows}
+    out: dict[str, Any] = {
+        "model": args.model, "gpu": gpu, **info, "peers": peers_meta, "targets": targets,
+        "definitions": {
+            "us_per_step": "Baton: mean device step time over the run (decode_loop); peers: see peers.settings",
+            "tokens_per_s": "Baton: tokens its requests produced per second (decode_loop); peers and the floor: "
+                            "batch / step time",
+            "overhead_us": "step time minus back-to-back replays of the full-batch graph with no decision",
+        },
+        "rows": rows}
     if args.ncu:
         read = info.get("read_bandwidth_GBps") or info.get("copy_bandwidth_GBps")
         kernels = kernel_breakdown(pathlib.Path(args.ncu), read)
