@@ -413,10 +413,6 @@ bool GemvFusesRmsNorm(int out_features, int in_features) {
   return detail::decode::gemv_fuses_norm(out_features, in_features);
 }
 
-bool GemvFusesSiluMul(int out_features, int in_features) {
-  return detail::decode::gemv_fuses_silu(out_features, in_features);
-}
-
 cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w, int out_features,
                                const float* hidden, const void* norm_weight, DecodeBatch batch,
                                void* y, cudaStream_t stream) {

@@ -102,12 +102,11 @@ class PlanBuilder {
   std::vector<StepOp> ops_;
 };
 
-// Baton's GEMV, five kernels per layer (six with SiLU * up unfused): every
-// RMSNorm fused into the GEMV that reads it where GemvFusesRmsNorm allows (a
-// function of the shape alone; the first one with the embedding), SiLU(gate) *
-// up into the down projection's input where GemvFusesSiluMul allows (else a
-// row kernel of its own, as on the cuBLASLt path), every residual add into the
-// GEMV that produces its delta. The QKV projections of layers >= 1 let attention launch before
+// Baton's GEMV, five kernels per layer: every RMSNorm fused into the GEMV
+// that reads it where GemvFusesRmsNorm allows (a function of the shape alone;
+// the first one with the embedding), SiLU(gate) * up into the down
+// projection's input, every residual add into the GEMV that produces its
+// delta. The QKV projections of layers >= 1 let attention launch before
 // their wait (DecodeBatch::launch_next_early): attention's loads before its
 // own wait (the batch, the KV-cache history) are final by then (H200, tiny
 // model b1: 35.7 -> 34.6 us per step). Not the first layer's (step begin,
@@ -135,12 +134,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         input = b.attention;
         break;
       case Logical::kGate:
-        if (GemvFusesSiluMul(c.d_model, c.ffn)) {
-          gated = true;
-        } else {
-          plan.Simple(StepOpKind::kSiluMul);
-          input = b.ffn_act;
-        }
+        gated = true;
         break;
       case Logical::kAddResidual:
         break;  // taken by the projection before it
