@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import pathlib
@@ -66,18 +65,10 @@ ROW_KEYS = ("preset", "batch", "driver", "dtype", "max_rel_logit_error", "tokens
 
 
 def _make_checkpoint_module() -> Any:
-    """make_checkpoint.py beside this file (scripts/ is not a package)."""
-    name = "baton_make_checkpoint"
-    if name in sys.modules:  # one module object, so that its exception class is the one caught
-        return sys.modules[name]
-    path = pathlib.Path(__file__).resolve().parent / "make_checkpoint.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ParityError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """make_checkpoint.py beside this file (on sys.path, like parity_dump), imported when first needed."""
+    import make_checkpoint
+
+    return make_checkpoint
 
 
 # --------------------------------------------------------------------------- Baton and the self-test

@@ -117,13 +117,14 @@ def main(argv: list[str] | None = None) -> int:
                      "us_per_step": round(floor, 1), "tokens_per_s": round(batch * 1e6 / floor, 1)})
     rows.sort(key=lambda r: (r["batch"], r["us_per_step"]))
 
-    gpu = "H200" if "H200" in json.dumps(info.get("device")) else "H100"
+    device = json.dumps(info.get("device"))
+    gpu = next((name for name in TARGETS if name in device), "unknown GPU")
     def best(batch: int, prefix: str = "Baton ") -> dict[str, Any] | None:
         cands = [r for r in rows if r["batch"] == batch and r["driver"].startswith(prefix)
                  and "graph replays" not in r["driver"] and "host graph" not in r["driver"]]
         return min(cands, key=lambda r: r["us_per_step"]) if cands else None
     targets = []
-    for key, limit in TARGETS[gpu].items():
+    for key, limit in TARGETS.get(gpu, {}).items():
         batch = int(key[1:].split("_")[0])
         b = best(batch)
         if b:

@@ -7,7 +7,6 @@ scripts/checkpoints/make_checkpoint.py that makes the tiny presets.
 """
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import sys
 import tempfile
@@ -15,7 +14,11 @@ from typing import Any
 
 import torch
 
-from gpt_fast_decoder import Decoder, PeerError, load_transformer
+from gpt_fast_decoder import Decoder, load_transformer
+
+# make_checkpoint.py (scripts/ is not a package): imported by name, so that this
+# and parity.py share one module object and its exception classes.
+sys.path.append(str(pathlib.Path(__file__).resolve().parent.parent / "checkpoints"))
 
 SELF_TEST_PRESETS = ("tiny-llama3", "tiny-qwen2", "tiny-mistral", "tiny-linear-rope")
 # float32 against float32 with another summation order: differences are a few
@@ -78,17 +81,10 @@ def check_against_transformers(checkpoint: pathlib.Path, device: str, batch: int
 
 
 def _make_checkpoint_module() -> Any:
-    name = "baton_make_checkpoint"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = pathlib.Path(__file__).resolve().parent.parent / "checkpoints" / "make_checkpoint.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise PeerError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """scripts/checkpoints/make_checkpoint.py, imported when first needed."""
+    import make_checkpoint
+
+    return make_checkpoint
 
 
 def self_test(work: pathlib.Path | None, compile_cpu: bool) -> bool:
