@@ -11,6 +11,9 @@
 //    and is bit-identical to a graph engine whose buckets do cover it.
 //  - A model built with cuBLASLt projections still runs the GEMV on the
 //    device: its tokens are the GEMV model's.
+//  - A model whose FFN is too wide for SiLU * up inside the down GEMV
+//    (GemvFusesSiluMul) launches it as a row kernel from the device too: the
+//    graph engines' tokens, and the CPU reference's.
 //  - A model whose max_batch is below the runtime's is refused at
 //    registration with a Status naming the fix.
 //
@@ -27,6 +30,7 @@
 
 #include "baton/decoder_model.h"
 #include "baton/runtime.h"
+#include "kernels/decode_kernels.h"
 #include "kernels/decoder_weights.h"
 #include "support/decoder_runs.h"
 #include "support/gpu_test.h"
@@ -206,6 +210,50 @@ TEST_F(DecoderDynamicParallelismTest, CublasLtModelRunsTheGemvOnTheDevice) {
   ASSERT_EQ(runs[1].size(), requests.size());
   for (std::uint32_t e = 0; e < requests.size(); ++e) {
     EXPECT_EQ(runs[1].at(e).tokens, runs[0].at(e).tokens) << "entry " << e;
+  }
+}
+
+TEST_F(DecoderDynamicParallelismTest, UnfusedSiluMulMatchesTheGraphEnginesAndTheReference) {
+  for (float temperature : {0.0f, 0.8f}) {
+    DecoderModelOptions options;
+    options.config = SplitConfig(DecoderDType::kBFloat16);
+    options.config.ffn = 66560;  // the down GEMV's 8 row blocks x 66560 inputs
+    ASSERT_FALSE(GemvFusesSiluMul(options.config.d_model, options.config.ffn));
+    options.weight_seed = Rng()();
+    options.max_batch = 8;
+    options.max_requests = 8;
+    options.gemm = DecoderGemm::kBatonGemv;
+    options.sampling = SamplingParams{temperature, Rng()()};
+    BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));
+    std::vector<DecodeRequest> requests(8);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      requests[i].prompt = RandomPrompt(options.config, Uniform(1, 4));
+      requests[i].max_new_tokens = Uniform(2, 5);
+      requests[i].sequence_id = Rng()();
+    }
+    const std::string what = temperature > 0.0f ? "sampled" : "greedy";
+    std::vector<testing::RunResult> runs;
+    for (Engine engine : {Engine::kDynamicParallelism, Engine::kTailLaunch}) {
+      RunOptions run;
+      run.engine = engine;
+      run.buckets = {1, 4, 8};
+      run.chunk = 3;
+      runs.push_back(RunRequests(*model, requests, run));
+      EXPECT_EQ(CheckCompletionRules(runs.back().outcomes, requests, what), 0);
+    }
+    BATON_ASSERT_OK_AND_ASSIGN(DecoderHostWeights weights,
+                               GenerateDecoderWeights(options.config, options.weight_seed));
+    reference::ReferenceDecoder ref(weights);
+    int ties = 0;
+    for (std::uint32_t e = 0; e < requests.size(); ++e) {
+      ASSERT_TRUE(runs[0].outcomes.count(e) && runs[1].outcomes.count(e)) << what << " " << e;
+      const Outcome& device = runs[0].outcomes.at(e);
+      EXPECT_EQ(device.tokens, runs[1].outcomes.at(e).tokens)
+          << what << ": the tail-launch engine differs at entry " << e;
+      ties += CheckAgainstReference(ref, requests[e], device.tokens, options.sampling,
+                                    what + " entry " + std::to_string(e));
+    }
+    std::printf("  %s: %zu requests, %d near-ties\n", what.c_str(), requests.size(), ties);
   }
 }
 

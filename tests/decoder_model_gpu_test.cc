@@ -68,14 +68,18 @@ class DecoderModelTest : public testing::GpuTest {};
 
 // The tiny config, and one whose QKV and logits GEMVs are too wide for the
 // fused RMSNorm (GemvFusesRmsNorm: the embedding and norms run as row kernels
-// there).
+// there) and whose FFN is too wide for SiLU * up inside the down GEMV
+// (GemvFusesSiluMul: a row kernel writes it).
 TEST_F(DecoderModelTest, LogitsMatchTheReference) {
   DecoderConfig wide = TinyConfig();
   wide.heads = 48;    // QKV 4608 wide: 288 row blocks
   wide.vocab = 8192;  // 512 row blocks
+  wide.ffn = 66560;   // the down GEMV's 8 row blocks x 66560 inputs
   ASSERT_FALSE(GemvFusesRmsNorm(wide.qkv_width(), wide.d_model));
   ASSERT_FALSE(GemvFusesRmsNorm(wide.vocab, wide.d_model));
   ASSERT_TRUE(GemvFusesRmsNorm(TinyConfig().qkv_width(), TinyConfig().d_model));
+  ASSERT_FALSE(GemvFusesSiluMul(wide.d_model, wide.ffn));
+  ASSERT_TRUE(GemvFusesSiluMul(TinyConfig().d_model, TinyConfig().ffn));
   for (DecoderDType dtype : {DecoderDType::kFloat16, DecoderDType::kBFloat16}) {
     for (DecoderGemm gemm : {DecoderGemm::kCublasLt, DecoderGemm::kBatonGemv, DecoderGemm::kAuto}) {
       for (bool is_wide : {false, true}) {

@@ -48,7 +48,7 @@ using detail::decode::RowSource;
 using detail::decode::select_blocks;
 using detail::decode::select_body;
 using detail::decode::SelectParams;
-using detail::decode::silu_mul;
+using detail::decode::silu_mul_body;
 using detail::decode::store_packed;
 
 template <class T, RowSource Source, bool Norm>
@@ -92,16 +92,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
     silu_mul_kernel(DecoderConfig config, const T* gate_up, DecodeBatch batch, T* out) {
-  const std::uint32_t p = blockIdx.y;
-  const int v = blockIdx.x * kRowThreads + threadIdx.x;
-  if (p >= enter_step_node_active(batch) || v >= config.ffn / kVector) return;
-  const T* row = gate_up + static_cast<std::size_t>(p) * config.gate_up_width();
-  const auto g = load_packed<T, kVector>(row + v * kVector);
-  const auto u = load_packed<T, kVector>(row + config.ffn + v * kVector);
-  float o[kVector];
-#pragma unroll
-  for (int e = 0; e < kVector; ++e) o[e] = silu_mul(g[e], u[e]);
-  store_packed<T, kVector>(out + static_cast<std::size_t>(p) * config.ffn + v * kVector, o);
+  silu_mul_body<T>(config, gate_up, batch, out);
 }
 
 // The cluster is set at launch (launch_clustered_step_kernel).
@@ -411,6 +402,10 @@ cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features
 
 bool GemvFusesRmsNorm(int out_features, int in_features) {
   return detail::decode::gemv_fuses_norm(out_features, in_features);
+}
+
+bool GemvFusesSiluMul(int out_features, int in_features) {
+  return detail::decode::gemv_fuses_silu(out_features, in_features);
 }
 
 cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w, int out_features,

@@ -250,6 +250,13 @@ static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte dev
 // vocabulary's logits). A function of the shape alone.
 [[nodiscard]] bool GemvFusesRmsNorm(int out_features, int in_features);
 
+// Whether the decoder model reads SiLU(gate) * up inside the down GEMV of
+// this shape (EnqueueGatedGemv) rather than from EnqueueSiluMul's output (the
+// same bits): fused while the row blocks' recomputation stays small (every
+// projection of the synthetic presets; not Llama-3.2-1B's 2048 x 8192). A
+// function of the shape alone.
+[[nodiscard]] bool GemvFusesSiluMul(int out_features, int in_features);
+
 [[nodiscard]] cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w,
                                              int out_features, const float* hidden,
                                              const void* norm_weight, DecodeBatch batch, void* y,

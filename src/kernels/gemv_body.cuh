@@ -90,6 +90,23 @@ inline constexpr int kMmaSplitTargetBlocks = 192;
          kMmaTargetBlocks;
 }
 
+// Whether the decoder step reads SiLU(gate) * up inside the down GEMV
+// (GemvInput::kGated) rather than from a row kernel that writes it once
+// (EnqueueSiluMul: the same bits). Every row block of the GEMV recomputes it
+// for the whole K range of its positions, so the fused form costs row blocks x
+// in_features evaluations per position and turns the GEMV issue-bound above
+// kMaxFusedSilu: H200, Llama-3.2-1B at b1, the FFN down GEMV (128 row blocks x
+// 8192) streamed at 41% of the read bandwidth (ncu), where the GEMVs without
+// such input work stream at 74-96%; written once by the row kernel, the b1
+// step took 901 -> 864 us (results/h200-2026-11-23-silu-unfused.json). A
+// function of the shape alone (batch invariance).
+inline constexpr long long kMaxFusedSilu = 1 << 19;
+
+[[nodiscard]] BATON_HOST_DEVICE constexpr bool gemv_fuses_silu(int out_features, int in_features) {
+  return static_cast<long long>((out_features + kMmaRows - 1) / kMmaRows) * in_features <=
+         kMaxFusedSilu;
+}
+
 // d += A (16x16, row-major) * B (16x8, col-major), fp32 accumulation.
 template <class T>
 __device__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,

@@ -1,6 +1,7 @@
-// The row kernels' body (embedding, residual add, RMSNorm, alone or fused),
-// shared by the graph path (decode_kernels.cu) and the dynamic-parallelism
-// step (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+// The row kernels' bodies (embedding, residual add, RMSNorm, alone or fused;
+// SiLU * up), shared by the graph path (decode_kernels.cu) and the
+// dynamic-parallelism step (src/model/dp_decoder_step.cu). Internal;
+// Abseil-free.
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
@@ -122,6 +123,24 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
                 load_packed<T, kVector>(static_cast<const T*>(a.weight) + v * kVector), v);
     }
   }
+}
+
+// SiLU(gate) * up of each position's gate | up row, the FFN input where the
+// down GEMV does not compute it itself (GemvFusesSiluMul): a grid of
+// (ffn / kVector / kRowThreads, positions) blocks of kRowThreads.
+template <class T>
+__device__ __forceinline__ void silu_mul_body(const DecoderConfig& config, const T* gate_up,
+                                              const DecodeBatch& batch, T* out) {
+  const std::uint32_t p = blockIdx.y;
+  const int v = blockIdx.x * kRowThreads + threadIdx.x;
+  if (p >= enter_step_node_active(batch) || v >= config.ffn / kVector) return;
+  const T* row = gate_up + static_cast<std::size_t>(p) * config.gate_up_width();
+  const auto g = load_packed<T, kVector>(row + v * kVector);
+  const auto u = load_packed<T, kVector>(row + config.ffn + v * kVector);
+  float o[kVector];
+#pragma unroll
+  for (int e = 0; e < kVector; ++e) o[e] = silu_mul(g[e], u[e]);
+  store_packed<T, kVector>(out + static_cast<std::size_t>(p) * config.ffn + v * kVector, o);
 }
 
 }  // namespace baton::detail::decode

@@ -46,6 +46,7 @@ using decode::RowArgs;
 using decode::RowSource;
 using decode::select_blocks;
 using decode::select_body;
+using decode::silu_mul_body;
 
 __global__ void dp_step_begin_kernel(DecoderStepView v, StepArgs args, std::uint32_t capacity) {
   step_begin_body(v, args, capacity);
@@ -55,6 +56,12 @@ template <class T, RowSource Source>
 __global__ void __launch_bounds__(kRowThreads)
     dp_row_norm_kernel(DecoderConfig config, RowArgs a, DecodeBatch batch) {
   row_body<T, Source, true>(config, a, batch);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
+    dp_silu_mul_kernel(DecoderConfig config, const T* gate_up, DecodeBatch batch, T* out) {
+  silu_mul_body<T>(config, gate_up, batch, out);
 }
 
 template <class T, int V>
@@ -119,10 +126,12 @@ class DecoderStepLauncher {
         case StepOpKind::kSelectAndEnd:
           select_and_end();
           break;
-        case StepOpKind::kLinear:
         case StepOpKind::kSiluMul:
-          // Only the graph path's cuBLASLt plan has these; the model gives
-          // this engine its GEMV plan.
+          silu_mul(op);
+          break;
+        case StepOpKind::kLinear:
+          // Only the graph path's cuBLASLt plan has it; the model gives this
+          // engine its GEMV plan.
           launch_.error = cudaErrorNotSupported;
           break;
       }
@@ -163,6 +172,14 @@ class DecoderStepLauncher {
             <<<batch_, kRowThreads, 0, cudaStreamTailLaunch>>>(c, a, db_);
         break;
     }
+    launched();
+  }
+
+  __device__ void silu_mul(const StepOp& op) {
+    const unsigned vectors = s_.view.config.ffn / kVector;
+    const dim3 grid((vectors + kRowThreads - 1) / kRowThreads, batch_);
+    dp_silu_mul_kernel<T><<<grid, kRowThreads, 0, cudaStreamTailLaunch>>>(
+        s_.view.config, static_cast<const T*>(op.io.x), db_, static_cast<T*>(op.io.y));
     launched();
   }
 

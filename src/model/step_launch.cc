@@ -55,7 +55,7 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
                                                         batch, b.attention, stream));
         break;
       case StepOpKind::kSiluMul:
-        BATON_CUDA_RETURN_IF_ERROR(EnqueueSiluMul(c, b.gate_up, batch, b.ffn_act, stream));
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueSiluMul(c, op.io.x, batch, op.io.y, stream));
         break;
       case StepOpKind::kSelectAndEnd:
         BATON_CUDA_RETURN_IF_ERROR(

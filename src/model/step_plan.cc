@@ -91,6 +91,14 @@ class PlanBuilder {
     op.cache = cache;
     Add(op);
   }
+  // SiLU(gate) * up of `gate_up`'s rows into `out`, a row kernel.
+  void SiluMul(const void* gate_up, void* out) {
+    StepOp op;
+    op.kind = StepOpKind::kSiluMul;
+    op.io.x = gate_up;
+    op.io.y = out;
+    Add(op);
+  }
   // From here on the batch is settled: step begin (which writes positions
   // and input tokens) is two or more nodes back and the scheduler (header,
   // slots) further, and the residual GEMVs are never adjacent.
@@ -102,17 +110,18 @@ class PlanBuilder {
   std::vector<StepOp> ops_;
 };
 
-// Baton's GEMV, five kernels per layer: every RMSNorm fused into the GEMV
-// that reads it where GemvFusesRmsNorm allows (a function of the shape alone;
-// the first one with the embedding), SiLU(gate) * up into the down
-// projection's input, every residual add into the GEMV that produces its
-// delta. The QKV projections of layers >= 1 let attention launch before
-// their wait (DecodeBatch::launch_next_early): attention's loads before its
-// own wait (the batch, the KV-cache history) are final by then (H200, tiny
-// model b1: 35.7 -> 34.6 us per step). Not the first layer's (step begin,
-// just before, writes the positions attention reads early); early launches
-// after the O, down and logits projections measured no gain, and one after
-// the down projection cost 1 us.
+// Baton's GEMV, five kernels per layer (six with SiLU * up unfused): every
+// RMSNorm fused into the GEMV that reads it where GemvFusesRmsNorm allows (a
+// function of the shape alone; the first one with the embedding), SiLU(gate)
+// * up into the down projection's input where GemvFusesSiluMul allows (else a
+// row kernel of its own, as on the cuBLASLt path), every residual add into
+// the GEMV that produces its delta. The QKV projections of layers >= 1 let
+// attention launch before their wait (DecodeBatch::launch_next_early):
+// attention's loads before its own wait (the batch, the KV-cache history)
+// are final by then (H200, tiny model b1: 35.7 -> 34.6 us per step). Not the
+// first layer's (step begin, just before, writes the positions attention
+// reads early); early launches after the O, down and logits projections
+// measured no gain, and one after the down projection cost 1 us.
 void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                   const ModelTensors& w, const std::vector<KvCacheLayer>& caches,
                   const StepBuffers& b, PlanBuilder& plan) {
@@ -134,7 +143,12 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         input = b.attention;
         break;
       case Logical::kGate:
-        gated = true;
+        if (GemvFusesSiluMul(c.d_model, c.ffn)) {
+          gated = true;
+        } else {
+          plan.SiluMul(b.gate_up, b.ffn_act);
+          input = b.ffn_act;
+        }
         break;
       case Logical::kAddResidual:
         break;  // taken by the projection before it
@@ -210,7 +224,7 @@ void LowerForCublasLt(const std::vector<LogicalOp>& logical, const ModelTensors&
         input = b.attention;
         break;
       case Logical::kGate:
-        plan.Simple(StepOpKind::kSiluMul);
+        plan.SiluMul(b.gate_up, b.ffn_act);
         input = b.ffn_act;
         break;
       case Logical::kProject: {

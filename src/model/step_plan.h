@@ -23,7 +23,7 @@ enum class StepOpKind : std::uint32_t {
   kGemv = 2,       // Baton's GEMV with its fused input and output (kernels/gemv_io.h)
   kLinear = 3,     // cuBLASLt: y = x · Wᵀ (+ bias), projection `linear` of the bucket's plans
   kRopeAttention = 4,  // RoPE, KV append and attention over the cache
-  kSiluMul = 5,        // SiLU(gate) * up, a row kernel (the cuBLASLt path's FFN input)
+  kSiluMul = 5,        // SiLU(gate) * up (io.x) into io.y, a row kernel
   kSelectAndEnd = 6,   // token selection with the step's end (decoder_step.h)
 };
 
@@ -41,7 +41,7 @@ struct StepOp {
   RowNormInput row_input = RowNormInput::kHidden;
   const void* row_source = nullptr;  // the embedding table (kEmbedding) or the delta (kResidual)
   const void* norm = nullptr;
-  // kGemv, kLinear
+  // kGemv, kLinear (kSiluMul: io.x and io.y)
   decode::GemvInput input = decode::GemvInput::kPlain;
   decode::GemvOutput output = decode::GemvOutput::kStore;
   Projection linear = Projection::kQkv;
