@@ -83,7 +83,11 @@ ABSL_FLAG(double, temperature, 0.0, "sampling temperature (0: greedy)");
 ABSL_FLAG(int, repeats, 5, "timed runs per driver after one warm-up (medians reported)");
 ABSL_FLAG(std::uint64_t, soak_steps, 0,
           "soak mode when > 0: the first --models/--batches entry served by --soak_engine for at "
-          "least this many steps with continuous random submissions (e.g. 1000000)");
+          "least this many steps with continuous random submissions (e.g. 1000000), on Baton's "
+          "batch-invariant GEMV (--gemm=cublaslt is refused: the token check needs it)");
+ABSL_FLAG(std::uint64_t, soak_check_every, 256,
+          "soak mode: the tokens of every this many requests are checked against a host-loop "
+          "replay (and every other checked one repeats an earlier one with a stop token)");
 ABSL_FLAG(std::string, soak_engine, "tail", "soak mode's engine: tail or conditional");
 ABSL_FLAG(
     std::string, trace, "",
@@ -530,6 +534,16 @@ absl::Status Run(Report& report) {
                                                                     : Engine::kTailLaunch;
     soak.steps = absl::GetFlag(FLAGS_soak_steps);
     soak.seed = absl::GetFlag(FLAGS_seed);
+    soak.check_every = absl::GetFlag(FLAGS_soak_check_every);
+    // The check replays requests in other batches: only the GEMV gives the
+    // same tokens there (auto would run cuBLASLt above bucket 8).
+    if (gemm == "cublaslt" || soak.check_every < 1) {
+      return absl::InvalidArgumentError(
+          "--soak_steps runs Baton's batch-invariant GEMV, which the token check needs: drop "
+          "--gemm=cublaslt; --soak_check_every must be >= 1");
+    }
+    soak.model.gemm = DecoderGemm::kBatonGemv;
+    report.SetParam("soak_gemm", "gemv");
     report.SetParam("soak_model", scenarios.front().model);
     report.SetParam("soak_batch", static_cast<std::int64_t>(soak.model.max_batch));
     return RunSoak(soak, report);
