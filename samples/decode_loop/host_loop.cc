@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "baton/bucket_table.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
 
@@ -36,6 +37,48 @@ StepArgs LayOut(unsigned char* base, std::uint32_t max_batch, std::size_t& up_by
 }
 
 }  // namespace
+
+std::vector<ScheduleRun> ScheduleRuns(absl::Span<const std::uint32_t> lengths,
+                                      std::uint32_t max_batch) {
+  std::vector<ScheduleRun> runs;
+  std::vector<double> item_step_sums;  // per run: the item steps of all its positions
+  std::vector<std::uint32_t> active_steps, active_lengths;  // in batch order
+  std::size_t next = 0;
+  for (;;) {
+    while (active_steps.size() < max_batch && next < lengths.size()) {
+      active_steps.push_back(0);
+      active_lengths.push_back(std::max<std::uint32_t>(lengths[next++], 1));
+    }
+    if (active_steps.empty()) break;
+    const std::uint32_t batch = static_cast<std::uint32_t>(active_steps.size());
+    if (runs.empty() || runs.back().batch != batch) {
+      runs.push_back(ScheduleRun{batch, 0, 0});
+      item_step_sums.push_back(0);
+    }
+    ++runs.back().steps;
+    std::size_t kept = 0;
+    for (std::size_t p = 0; p < active_steps.size(); ++p) {
+      item_step_sums.back() += active_steps[p];
+      if (active_steps[p] + 1 >= active_lengths[p]) continue;  // retires after this step
+      active_steps[kept] = active_steps[p] + 1;
+      active_lengths[kept] = active_lengths[p];
+      ++kept;
+    }
+    active_steps.resize(kept);
+    active_lengths.resize(kept);
+  }
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const double positions = static_cast<double>(runs[r].batch) * runs[r].steps;
+    runs[r].item_step = static_cast<std::uint32_t>(item_step_sums[r] / positions + 0.5);
+  }
+  return runs;
+}
+
+std::uint64_t ScheduleSteps(absl::Span<const ScheduleRun> runs) {
+  std::uint64_t steps = 0;
+  for (const ScheduleRun& run : runs) steps += run.steps;
+  return steps;
+}
 
 absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(DecoderModel& model,
                                                            std::vector<std::uint32_t> buckets) {
@@ -132,17 +175,73 @@ absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first
   return absl::OkStatus();
 }
 
-absl::Status HostLoop::EnqueueReplays(const WorkItem& item, std::uint32_t item_step, int steps) {
-  StepArgs& a = host_args_;
-  for (std::uint32_t p = 0; p < max_batch_; ++p) {
-    a.items[p] = item;
-    a.slots[p] = p;
-    a.item_steps[p] = item_step;
-    a.finished[p] = 0;
+absl::Status HostLoop::PrepareScheduleReplay(DecoderModel& model, std::vector<ScheduleRun> runs,
+                                             const WorkItem& item) {
+  if (runs.empty()) return absl::InvalidArgumentError("HostLoop: an empty schedule to replay");
+  // Every run's arguments, laid out as the step reads them, staged once: a
+  // replay copies them on the device, so nothing host-side can change under
+  // a copy still in flight.
+  std::vector<unsigned char> staged(runs.size() * up_bytes_, 0);
+  replay_buckets_.clear();
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const ScheduleRun& run = runs[r];
+    if (run.batch == 0 || run.batch > max_batch_ || run.steps == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "HostLoop: schedule run %u has batch %u and %u steps; batches must lie in [1, %u]",
+          static_cast<std::uint32_t>(r), run.batch, run.steps, max_batch_));
+    }
+    BATON_ASSIGN_OR_RETURN(const std::uint32_t bucket, ChooseBucket(buckets_, run.batch));
+    std::size_t up = 0, down_offset = 0, down = 0;
+    const StepArgs a = LayOut(staged.data() + r * up_bytes_, max_batch_, up, down_offset, down);
+    a.header->step = 0;
+    a.header->batch = run.batch;
+    a.header->bucket = bucket;
+    a.header->bucket_size = buckets_[bucket];
+    for (std::uint32_t p = 0; p < run.batch; ++p) {
+      a.items[p] = item;
+      a.slots[p] = p;
+      a.item_steps[p] = run.item_step;
+    }
+    replay_buckets_.push_back(bucket);
   }
-  BATON_RETURN_IF_ERROR(Upload(max_batch_, static_cast<std::uint32_t>(buckets_.size() - 1), 0));
-  for (int s = 0; s < steps; ++s) {
-    BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_.back().get(), stream_.get()));
+  BATON_ASSIGN_OR_RETURN(replay_args_, DeviceBuffer<unsigned char>::Create(staged.size()));
+  BATON_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(replay_args_.data(), staged.data(), staged.size(), cudaMemcpyHostToDevice));
+  replay_graphs_.resize(buckets_.size());
+  for (const std::uint32_t bucket : replay_buckets_) {
+    if (replay_graphs_[bucket]) continue;
+    StepContext ctx;
+    ctx.bucket_size = buckets_[bucket];
+    ctx.args = device_args_;
+    BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(stream_.get(), [&](cudaStream_t s) {
+                             for (std::uint32_t k = 0; k < kReplayStepsPerGraph; ++k) {
+                               BATON_RETURN_IF_ERROR(model.EnqueueStep(ctx, s));
+                             }
+                             return absl::OkStatus();
+                           }));
+    BATON_ASSIGN_OR_RETURN(replay_graphs_[bucket], InstantiateGraph(graph.get()));
+    BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(replay_graphs_[bucket].get(), stream_.get()));
+  }
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  replay_runs_ = std::move(runs);
+  return absl::OkStatus();
+}
+
+absl::Status HostLoop::EnqueueScheduleReplay() {
+  if (replay_runs_.empty()) {
+    return absl::FailedPreconditionError("HostLoop: PrepareScheduleReplay first");
+  }
+  for (std::size_t r = 0; r < replay_runs_.size(); ++r) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_.data(), replay_args_.data() + r * up_bytes_,
+                                               up_bytes_, cudaMemcpyDeviceToDevice, stream_.get()));
+    const std::uint32_t bucket = replay_buckets_[r];
+    std::uint32_t left = replay_runs_[r].steps;
+    for (; left >= kReplayStepsPerGraph; left -= kReplayStepsPerGraph) {
+      BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(replay_graphs_[bucket].get(), stream_.get()));
+    }
+    for (; left > 0; --left) {
+      BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), stream_.get()));
+    }
   }
   return absl::OkStatus();
 }

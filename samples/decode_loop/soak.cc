@@ -11,6 +11,7 @@
 #include "baton/bucket_table.h"
 #include "baton/runtime.h"
 #include "baton/status.h"
+#include "decode_loop/soak_check.h"
 
 namespace baton::samples {
 namespace {
@@ -54,6 +55,11 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   if (entries < 2 * batch) {
     return absl::InvalidArgumentError("soak: max_requests must be at least 2 * max_batch");
   }
+  if (options.model.gemm != DecoderGemm::kBatonGemv || options.check_every < 1) {
+    return absl::InvalidArgumentError(
+        "soak: the token check needs the batch-invariant GEMV (DecoderGemm::kBatonGemv) and "
+        "check_every >= 1");
+  }
   const double memory_start = DeviceUsedMiB();
   BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options.model));
   RuntimeOptions runtime_options;
@@ -75,6 +81,7 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   std::vector<DecodeRequest> live(entries);  // what each outstanding entry asked for
   std::vector<bool> outstanding(entries, false);
   std::uint64_t submitted = 0, completed = 0, tokens = 0, bad = 0, sequence = 0;
+  SoakChecker checker(options.check_every, entries);
   auto refill = [&](std::uint32_t entry) -> absl::Status {
     DecodeRequest r;
     r.prompt.resize(uniform(1, options.max_prompt));
@@ -85,7 +92,14 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
     for (std::uint32_t k = uniform(0, 3); k > 0; --k) {
       r.stop_tokens.push_back(static_cast<std::int32_t>(uniform(0, config.vocab - 1)));
     }
+    // Per-request sampling beside the model's default, so that positions of
+    // one batch select tokens differently: a quarter greedy, a quarter
+    // sampled with a seed of their own.
+    const std::uint32_t mode = uniform(0, 3);
+    if (mode == 0) r.sampling = SamplingParams{0.0f, 0};
+    if (mode == 1) r.sampling = SamplingParams{0.7f, rng()};
     r.sequence_id = sequence++;
+    checker.OnSubmit(submitted, entry, rng, r);
     BATON_RETURN_IF_ERROR(model->WriteRequests(entry, {r}));
     live[entry] = std::move(r);
     outstanding[entry] = true;
@@ -116,9 +130,14 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
       const DecodeRequest& r = live[c.id];
       if (c.value == 0 || c.value > r.max_new_tokens || c.steps != r.prompt.size() + c.value - 1) {
         ++bad;
+        checker.Forget(c.id);
       } else {
         tokens += c.value;
-        if (c.value < r.max_new_tokens) {
+        if (checker.Wants(c.id)) {
+          BATON_ASSIGN_OR_RETURN(std::vector<std::int32_t> got,
+                                 model->ReadGenerated(c.id, c.value));
+          checker.OnComplete(c.id, std::move(got));
+        } else if (c.value < r.max_new_tokens) {
           // Ended early: only on its stop token.
           BATON_ASSIGN_OR_RETURN(std::vector<std::int32_t> got,
                                  model->ReadGenerated(c.id, c.value));
@@ -156,8 +175,16 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   const double memory_end = DeviceUsedMiB();
   const std::uint64_t drained = stop.completions.size() + stop.still_queued;
   const std::uint64_t lost = submitted - completed - drained;
+  // The engine has stopped: the model is free for the reference loop.
+  const auto replay_start = std::chrono::steady_clock::now();
+  BATON_RETURN_IF_ERROR(checker.Replay(*model, batch));
+  const double replay_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_start).count();
 
   report.SetParam("soak_watchdog_timeout_ms", static_cast<std::int64_t>(250));
+  report.SetParam("soak_seed", static_cast<std::int64_t>(options.seed));
+  report.SetParam("soak_check_every", static_cast<std::int64_t>(options.check_every));
+  report.SetParam("soak_check_replay_s", replay_seconds);
   report.SetParam("soak_engine",
                   options.engine == Engine::kTailLaunch ? "tail-launch" : "conditional");
   report.AddRow()
@@ -170,6 +197,10 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
       .Set("lost", static_cast<std::int64_t>(lost))
       .Set("bad_completions", static_cast<std::int64_t>(bad))
       .Set("tokens", static_cast<std::int64_t>(tokens))
+      .Set("checked", static_cast<std::int64_t>(checker.checked()))
+      .Set("checked_stop_repeats", static_cast<std::int64_t>(checker.repeats()))
+      .Set("checked_tokens", static_cast<std::int64_t>(checker.tokens()))
+      .Set("mismatched", static_cast<std::int64_t>(checker.mismatched()))
       .Set("first_p50_us", first.p50_us)
       .Set("first_p99_us", first.p99_us)
       .Set("last_p50_us", last.p50_us)
@@ -183,6 +214,13 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   if (lost != 0 || bad != 0 || stats.submitted != stats.completed + stop.still_queued) {
     report.Fail(absl::StrCat("soak: ", lost, " lost, ", bad, " bad or duplicate completions"));
   }
+  if (checker.mismatched() != 0) {
+    std::string examples;
+    for (const std::string& example : checker.examples()) absl::StrAppend(&examples, "; ", example);
+    report.Fail(absl::StrCat("soak: ", checker.mismatched(), " of ", checker.checked(),
+                             " checked requests generated wrong tokens", examples));
+  }
+  if (checker.checked() == 0) report.Fail("soak: no request was checked");
   if (memory_end > memory_running + 1.0) {
     report.Fail(
         absl::StrCat("soak: device memory grew from ", memory_running, " to ", memory_end, " MiB"));
