@@ -174,9 +174,10 @@ def _targets(data):
     out = []
     for k, v in data["params"].items():
         if k.startswith("target "):
-            m = re.match(r"(\w+ engine).*\(target ([^)]*)\): (\w+)$", v)
-            out.append(f"{k[len('target '):]} {m.group(3)} ({m.group(1)} {m.group(2)})" if m else
-                       f"{k[len('target '):]}: {v}")
+            m = re.match(r"(\w+ engine)( removes)?.*\(target ([^)]*)\): (\w+)$", v)
+            what = f"{m.group(1)}{m.group(2) or ''} {m.group(3)}" + (" of the overhead" if m.group(2) else "") \
+                if m else ""
+            out.append(f"{k[len('target '):]} {m.group(4)} ({what})" if m else f"{k[len('target '):]}: {v}")
     return f"The sample's targets: {series(out, ', ')}." if out else ""
 
 
