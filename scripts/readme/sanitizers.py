@@ -110,8 +110,8 @@ def sanitizer_part(b, prefix):
     columns = [("tool", lambda tool: tool)] + [
         (f"[`{path.name}`](results/{path.name})", lambda tool, tools=tools: _cell(tools.get(tool)))
         for path, tools in files]
-    notes = ["Binaries per tool and file, each binary's last run counted. Each file's `#` comments say which "
-             "build it covers and why a binary was left out, failed or timed out; `scripts/sanitizer_skips.sh` "
-             "lists what each tool skips and why."]
+    notes = ["The sanitizer files of this GPU and day (a binary's last run counts); their `#` comments say "
+             "which build each covers and, with `scripts/sanitizer_skips.sh`, why a binary was skipped, failed "
+             "or timed out."]
     used = [t for t in TOOLS if any(t in tools for _, tools in files)]
     return [f"### Correctness under compute-sanitizer{b.heading}", "", table(columns, used), "", " ".join(notes), ""]
