@@ -17,6 +17,7 @@
 #include "baton/step_graph.h"
 #include "graph_test_kernels.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -51,7 +52,8 @@ TEST_P(CublasLtGraphTest, GraphEqualsDirectCallBitForBitFromHostAndDevice) {
       CublasLtLinear::Create(context, LinearOptions{c.tokens, c.in, c.out, c.type, c.epilogue}));
 
   // Fresh random inputs; the CPU reference uses the values the device holds.
-  std::mt19937 random(std::random_device{}());
+  SCOPED_TRACE(testing::TestSeedNote());
+  std::mt19937 random(static_cast<std::uint32_t>(testing::TestSeed()));
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   auto make = [&](std::size_t count, std::vector<float>& values) {
     values.resize(count);

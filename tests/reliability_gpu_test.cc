@@ -28,6 +28,7 @@
 #include "support/completion_ledger.h"
 #include "support/engine_list.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -44,7 +45,7 @@ class ReliabilityTest : public testing::GpuTest, public ::testing::WithParamInte
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    rng_.seed(std::random_device{}());
+    rng_.seed(static_cast<std::uint32_t>(testing::TestSeed()));
     BATON_ASSERT_OK_AND_ASSIGN(runs_, DeviceBuffer<std::uint32_t>::Create(kMaxItems));
     BATON_ASSERT_OK(runs_.Fill(0));
     BATON_ASSERT_OK_AND_ASSIGN(gate_, MappedHostBuffer<std::uint32_t>::Create(1));
@@ -81,6 +82,7 @@ class ReliabilityTest : public testing::GpuTest, public ::testing::WithParamInte
   }
 
   std::mt19937 rng_;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   DeviceBuffer<std::uint32_t> runs_;
   MappedHostBuffer<std::uint32_t> gate_;
   std::uint32_t next_id_ = 0;

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "baton/runtime.h"
 #include "baton/trace_event.h"
 #include "support/decode_reference.h"
+#include "support/test_seed.h"
 
 namespace baton::testing {
 
@@ -24,8 +26,29 @@ DecoderConfig TinyDecoderConfig(DecoderDType dtype) {
   return c;
 }
 
+namespace {
+
+// The decoder tests share Rng() without a fixture of their own, so this
+// listener does what a fixture would: each test draws from the start of the
+// seed's sequence (a failed test replays alone, with --gtest_filter), and a
+// failed test names the seed.
+class SeedEachTest : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override { Rng().seed(TestSeed()); }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Failed()) {
+      std::printf("[ seed     ] %s.%s: %s\n", info.test_suite_name(), info.name(),
+                  TestSeedNote().c_str());
+    }
+  }
+};
+
+}  // namespace
+
 std::mt19937_64& Rng() {
-  static std::mt19937_64 rng(std::random_device{}());
+  static std::mt19937_64 rng = [] {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new SeedEachTest);  // gtest owns it
+    return std::mt19937_64(TestSeed());
+  }();
   return rng;
 }
 

@@ -20,8 +20,8 @@ namespace baton::testing {
 // A small model: 2 layers, d_model 128, 4 heads of 32, vocab 512, context 64.
 [[nodiscard]] DecoderConfig TinyDecoderConfig(DecoderDType dtype = DecoderDType::kFloat16);
 
-// One generator per test binary, seeded at random (the seed is printed by
-// the tests that record it).
+// One generator per test binary, seeded with TestSeed() (support/test_seed.h)
+// again as each test starts; a failed test prints the seed.
 [[nodiscard]] std::mt19937_64& Rng();
 [[nodiscard]] int Uniform(int lo, int hi);
 [[nodiscard]] std::vector<std::int32_t> RandomPrompt(const DecoderConfig& config, int length);

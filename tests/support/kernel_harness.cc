@@ -1,9 +1,7 @@
 #include "support/kernel_harness.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -11,40 +9,6 @@
 #include "support/decode_reference.h"
 
 namespace baton::kernel_test {
-namespace {
-
-// BATON_TEST_SEED parsed once: the seed, or why the variable is unusable.
-struct SeedSource {
-  std::uint64_t value = 0;
-  std::string error;
-};
-
-const SeedSource& Seed() {
-  static const SeedSource seed = [] {
-    SeedSource s;
-    const char* env = std::getenv("BATON_TEST_SEED");
-    if (env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      errno = 0;
-      s.value = std::strtoull(env, &end, 0);
-      if (errno != 0 || *end != '\0' || *env == '-') {
-        s.error = std::string("BATON_TEST_SEED=") + env + " is not an unsigned 64-bit integer";
-      }
-      return s;
-    }
-    std::random_device device;
-    s.value = (std::uint64_t{device()} << 32) | device();
-    return s;
-  }();
-  return seed;
-}
-
-std::string SeedMessage() {
-  const std::string seed = std::to_string(Seed().value);
-  return "random inputs from seed " + seed + " (BATON_TEST_SEED=" + seed + " replays them)";
-}
-
-}  // namespace
 
 const char* Name(DecoderDType dtype) { return dtype == DecoderDType::kFloat16 ? "fp16" : "bf16"; }
 
@@ -111,10 +75,8 @@ void ExpectClose(const std::string& what, DecoderDType dtype, const std::vector<
                          << ": out " << out[worst_at] << ", ref " << ref[worst_at];
 }
 
-std::uint64_t TestSeed() { return Seed().value; }
-
 std::mt19937_64& Rng() {
-  static std::mt19937_64 rng(TestSeed());
+  static std::mt19937_64 rng(testing::TestSeed());
   return rng;
 }
 
@@ -162,16 +124,15 @@ TestBatch MakeBatch(std::uint32_t capacity, std::uint32_t active, std::uint32_t 
   return batch;
 }
 
-DecodeKernelTest::DecodeKernelTest() : seed_trace_(__FILE__, __LINE__, SeedMessage()) {}
+DecodeKernelTest::DecodeKernelTest() : seed_trace_(__FILE__, __LINE__, testing::TestSeedNote()) {}
 
 void DecodeKernelTest::SetUp() {
   // Every test draws from the start of the seed's sequence, so a failing
   // test replays alone (--gtest_filter) with the seed it printed.
-  Rng().seed(TestSeed());
-  RecordProperty("seed", std::to_string(TestSeed()));
+  Rng().seed(testing::TestSeed());
+  RecordProperty("seed", std::to_string(testing::TestSeed()));
   testing::GpuTest::SetUp();
   if (IsSkipped()) return;
-  ASSERT_TRUE(Seed().error.empty()) << Seed().error;
   auto stream = CreateStream();
   ASSERT_TRUE(stream.ok()) << stream.status();
   stream_ = std::move(stream).value();
