@@ -2,11 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <numeric>
+#include <sstream>
 
 #include "kernels/half_bits.h"
 #include "support/decode_reference.h"
+#include "support/element_bounds.h"
 
 namespace baton::kernel_test {
 
@@ -38,41 +39,18 @@ void ExpectClose(const std::string& what, DecoderDType dtype, const std::vector<
   ASSERT_EQ(out.size(), ref.size()) << key;
   ASSERT_FALSE(ref.empty()) << key;
   const double error = reference::RelativeError(out, ref);
+  EXPECT_LE(error, Tolerance(dtype)) << key << ": ‖out − ref‖₂/‖ref‖₂";  // NaN fails too
   double squares = 0.0;
   for (double r : ref) squares += r * r;
-  const double rtol = ElementRtol(dtype);
   const double atol = ElementAtolPerRms(dtype) * std::sqrt(squares / ref.size());
-  // The worst element as a fraction of its own bound (> 1 fails; NaN, the
-  // poison, counts as infinitely far).
-  constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  double worst = -1.0;
-  std::size_t worst_at = 0, outside = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double bound = atol + rtol * std::abs(ref[i]);
-    const double diff = std::abs(out[i] - ref[i]);
-    const bool inside = diff <= bound;
-    const double ratio = inside ? (bound > 0 ? diff / bound : 0.0)
-                                : (std::isnan(diff) || bound == 0 ? kInfinity : diff / bound);
-    outside += !inside;
-    if (ratio > worst) {
-      worst = ratio;
-      worst_at = i;
-    }
-  }
+  std::ostringstream atol_note;
+  atol_note << ElementAtolPerRms(dtype) << "·rms(ref)";
+  const testing::ElementReport elements = testing::ExpectElementsWithin(
+      key, out, ref, atol, ElementRtol(dtype), width, atol_note.str());
   ::testing::Test::RecordProperty(key, std::to_string(error));
-  ::testing::Test::RecordProperty(key + "_element", std::to_string(worst));
+  ::testing::Test::RecordProperty(key + "_element", std::to_string(elements.worst_ratio));
   std::printf("  %-32s rel err %.3e (bound %.0e), worst element at %.2f of its bound\n",
-              key.c_str(), error, Tolerance(dtype), worst);
-  EXPECT_LE(error, Tolerance(dtype)) << key << ": ‖out − ref‖₂/‖ref‖₂";  // NaN fails too
-  std::string where = "element " + std::to_string(worst_at);
-  if (width > 0) {
-    where =
-        "row " + std::to_string(worst_at / width) + " element " + std::to_string(worst_at % width);
-  }
-  EXPECT_EQ(outside, 0u) << key << ": " << outside << " of " << ref.size()
-                         << " elements outside |out − ref| ≤ " << rtol << "·|ref| + " << atol
-                         << " (" << ElementAtolPerRms(dtype) << "·rms(ref)); the worst, " << where
-                         << ": out " << out[worst_at] << ", ref " << ref[worst_at];
+              key.c_str(), error, Tolerance(dtype), elements.worst_ratio);
 }
 
 std::mt19937_64& Rng() {
