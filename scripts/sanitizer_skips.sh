@@ -14,9 +14,9 @@
 # the runtime reports a lost context: every tool would rightly report those
 # faults.
 #
-# dynamic_parallelism_gpu_test, decoder_dp_gpu_test and
-# decoder_checkpoint_gpu_test (whose every case also runs the
-# dynamic-parallelism engine) launch kernels from the device: racecheck, synccheck and initcheck print "CUDA Dynamic Parallelism is
+# dynamic_parallelism_gpu_test, decoder_dp_gpu_test, decoder_checkpoint_gpu_test
+# and decoder_host_loop_gpu_test (whose cases also run the dynamic-parallelism
+# engine) launch kernels from the device: racecheck, synccheck and initcheck print "CUDA Dynamic Parallelism is
 # not supported by the selected tool" and count it as an error (CUDA 13.0);
 # memcheck supports it and runs them.
 #
@@ -30,7 +30,8 @@ sanitizer_skips() {
     initcheck:dynamic_parallelism_gpu_test | racecheck:decoder_dp_gpu_test | \
     synccheck:decoder_dp_gpu_test | initcheck:decoder_dp_gpu_test | \
     racecheck:decoder_checkpoint_gpu_test | synccheck:decoder_checkpoint_gpu_test | \
-    initcheck:decoder_checkpoint_gpu_test)
+    initcheck:decoder_checkpoint_gpu_test | racecheck:decoder_host_loop_gpu_test | \
+    synccheck:decoder_host_loop_gpu_test | initcheck:decoder_host_loop_gpu_test)
       echo "this tool does not support dynamic parallelism; memcheck runs it"; return 0 ;;
     *:device_fault_gpu_test) echo "faults on purpose; see scripts/sanitizer_skips.sh"; return 0 ;;
   esac

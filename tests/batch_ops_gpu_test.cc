@@ -11,6 +11,7 @@
 #include "batch_ops_test_kernels.h"
 #include "baton/cuda_resources.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -54,7 +55,8 @@ using BatchOpsTest = testing::GpuTest;
 TEST_F(BatchOpsTest, MatchesTheCpuModelOverRandomRounds) {
   constexpr std::uint32_t kMaxBatch = 100;
   constexpr int kRounds = 300;
-  std::mt19937 rng(std::random_device{}());
+  SCOPED_TRACE(testing::TestSeedNote());
+  std::mt19937 rng(static_cast<std::uint32_t>(testing::TestSeed()));
   BATON_ASSERT_OK_AND_ASSIGN(Stream stream, CreateStream());
   BATON_ASSERT_OK_AND_ASSIGN(auto header, DeviceBuffer<StepHeader>::Create(1));
   BATON_ASSERT_OK_AND_ASSIGN(auto items, DeviceBuffer<WorkItem>::Create(kMaxBatch));

@@ -12,6 +12,7 @@
 #include "completion/completion_mailbox.h"
 #include "mailbox_test_kernels.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -23,7 +24,8 @@ bool SameCompletion(const Completion& a, const Completion& b) {
 using CompletionMailboxTest = testing::GpuTest;
 
 TEST_F(CompletionMailboxTest, ConcurrentProducerAndPollerDeliverEachRecordOnceInOrder) {
-  const std::uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::TestSeedNote());
+  const std::uint32_t seed = static_cast<std::uint32_t>(testing::TestSeed());
   constexpr std::uint32_t kTotal = 200000;
   constexpr std::uint32_t kCapacity = 64;  // wraps thousands of times
   BATON_ASSERT_OK_AND_ASSIGN(CompletionMailbox mailbox, CompletionMailbox::Create(kCapacity));
@@ -63,7 +65,8 @@ TEST_F(CompletionMailboxTest, ConcurrentProducerAndPollerDeliverEachRecordOnceIn
 }
 
 TEST_F(CompletionMailboxTest, FullRingRefusesAndLosesNothing) {
-  const std::uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::TestSeedNote());
+  const std::uint32_t seed = static_cast<std::uint32_t>(testing::TestSeed());
   constexpr std::uint32_t kCapacity = 32;
   BATON_ASSERT_OK_AND_ASSIGN(CompletionMailbox mailbox, CompletionMailbox::Create(kCapacity));
   BATON_ASSERT_OK_AND_ASSIGN(Stream stream, CreateStream());

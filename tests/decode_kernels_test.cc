@@ -15,6 +15,7 @@
 #include "kernels/half_bits.h"
 #include "support/decode_reference.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -144,7 +145,8 @@ TEST(HalfBitsTest, RoundTripsAndRoundsToNearestEven) {
   EXPECT_EQ(FloatToHalfBits(-2.0f, DecoderDType::kFloat16), 0xC000);
   // 1 + 2^-11 is halfway between fp16 1 and 1 + 2^-10: ties to even (1).
   EXPECT_EQ(FloatToHalfBits(1.0f + 0x1.0p-11f, DecoderDType::kFloat16), 0x3C00);
-  std::mt19937 rng(std::random_device{}());
+  SCOPED_TRACE(testing::TestSeedNote());
+  std::mt19937 rng(static_cast<std::uint32_t>(testing::TestSeed()));
   for (int i = 0; i < 1000; ++i) {
     const std::uint16_t bits = static_cast<std::uint16_t>(rng() & 0x7BFF);  // finite values
     EXPECT_EQ(

@@ -11,19 +11,23 @@
 // the context is lost and the process must restart); every later call
 // (Poll, Submit, Start, Stop, Abort, Trace) returns FailedPrecondition naming
 // the original failure instead of raw CUDA errors; destroying the runtime
-// neither hangs nor crashes.
+// neither hangs nor crashes. And when: never before the fault, and by the
+// first Poll begun a millisecond after CUDA reports the fault (Poll checks
+// with a stream query at most a millisecond apart).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <cuda/atomic>
 
+#include "absl/time/time.h"
 #include "baton/bucket_table.h"
 #include "baton/cuda_resources.h"
 #include "baton/runtime.h"
@@ -36,6 +40,7 @@ namespace baton {
 namespace {
 
 using FaultCase = std::tuple<Engine, test::Fault>;
+using SystemWord = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>;
 
 bool Contains(absl::string_view text, absl::string_view part) {
   return text.find(part) != absl::string_view::npos;
@@ -52,23 +57,33 @@ const char* EngineLabel(Engine engine) {
   return engine == Engine::kTailLaunch ? "tail-launch engine" : "conditional engine";
 }
 
-// The child's whole life: returns its exit code.
-int RunFaultChild(Engine engine, test::Fault fault) {
+// A running loop whose step kernel faults once the gate is armed.
+struct FaultingLoop {
+  MappedHostBuffer<std::uint32_t> gate;
+  DeviceBuffer<std::uint32_t> runs;
+  std::unique_ptr<Runtime> runtime;  // destroyed first (declared last)
+  std::vector<WorkItem> items;
+};
+
+// Starts `loop` and polls it a few times: 0, or the exit code of what failed.
+int StartFaultingLoop(Engine engine, test::Fault fault, FaultingLoop& loop) {
   absl::StatusOr<MappedHostBuffer<std::uint32_t>> gate = MappedHostBuffer<std::uint32_t>::Create(1);
   absl::StatusOr<DeviceBuffer<std::uint32_t>> runs = DeviceBuffer<std::uint32_t>::Create(64);
   if (!gate.ok() || !runs.ok() || !runs->Fill(0).ok()) return 1;
-  *gate->host() = test::kGateIdle;
+  loop.gate = *std::move(gate);
+  loop.runs = *std::move(runs);
+  *loop.gate.host() = test::kGateIdle;
   RuntimeOptions options;
   options.max_batch = 8;
   options.trace_capacity = 1024;
   absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(options);
   if (!created.ok()) return 2;
-  std::unique_ptr<Runtime> runtime = *std::move(created);
+  loop.runtime = *std::move(created);
   StepProgram program;
   program.name = "faulting countdown";
   program.buckets = PowerOfTwoBuckets(options.max_batch);
-  std::uint32_t* gate_device = gate->device();
-  std::uint32_t* runs_device = runs->data();
+  std::uint32_t* gate_device = loop.gate.device();
+  std::uint32_t* runs_device = loop.runs.data();
   // An address no allocation covers: the null page.
   auto* unmapped = reinterpret_cast<std::uint32_t*>(std::uintptr_t{0x100});
   program.enqueue = [=](const StepContext& context, cudaStream_t stream) -> absl::Status {
@@ -77,17 +92,31 @@ int RunFaultChild(Engine engine, test::Fault fault) {
         test::EnqueueCountdownStep(context.args, context.bucket_size, runs_device, stream));
     return absl::OkStatus();
   };
-  if (!runtime->RegisterStepProgram(std::move(program)).ok()) return 3;
-  std::vector<WorkItem> items;
-  for (std::uint32_t i = 0; i < 20; ++i) items.push_back(WorkItem::make(1, i, 1u << 30));
-  if (!runtime->Submit(items).ok()) return 4;
-  if (!runtime->Start(engine).ok()) return 5;
+  if (!loop.runtime->RegisterStepProgram(std::move(program)).ok()) return 3;
+  for (std::uint32_t i = 0; i < 20; ++i) loop.items.push_back(WorkItem::make(1, i, 1u << 30));
+  if (!loop.runtime->Submit(loop.items).ok()) return 4;
+  if (!loop.runtime->Start(engine).ok()) return 5;
   std::vector<Completion> out(8);
   for (int i = 0; i < 10; ++i) {
-    if (!runtime->Poll(absl::MakeSpan(out)).ok()) return 6;
+    if (!loop.runtime->Poll(absl::MakeSpan(out)).ok()) return 6;
   }
-  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*gate->host())
-      .store(test::kGateArmed, cuda::std::memory_order_release);
+  return 0;
+}
+
+SystemWord GateOf(FaultingLoop& loop) { return SystemWord(*loop.gate.host()); }
+
+const char* ExpectedError(test::Fault fault) {
+  return fault == test::Fault::kTrap ? "cudaErrorLaunchFailure" : "cudaErrorIllegalAddress";
+}
+
+// The first child's whole life: returns its exit code.
+int RunFaultChild(Engine engine, test::Fault fault) {
+  FaultingLoop loop;
+  if (const int setup = StartFaultingLoop(engine, fault, loop); setup != 0) return setup;
+  std::unique_ptr<Runtime>& runtime = loop.runtime;
+  const std::vector<WorkItem>& items = loop.items;
+  std::vector<Completion> out(8);
+  GateOf(loop).store(test::kGateArmed, cuda::std::memory_order_release);
 
   absl::Status first;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -100,8 +129,7 @@ int RunFaultChild(Engine engine, test::Fault fault) {
   // Also on stdout, which the parent passes through: the log shows the message.
   std::printf("[ fault ] %s\n", first.ToString().c_str());
   std::fflush(stdout);
-  const char* expected_error =
-      fault == test::Fault::kTrap ? "cudaErrorLaunchFailure" : "cudaErrorIllegalAddress";
+  const char* expected_error = ExpectedError(fault);
   int failed = 0;
   auto note = [&failed](int code) {
     if (failed == 0) failed = code;
@@ -134,6 +162,71 @@ int RunFaultChild(Engine engine, test::Fault fault) {
   return failed;
 }
 
+// The second child: when the fault is reported. Each round the test reads
+// the gate, queries an idle stream of its own (which reports the sticky error
+// as soon as CUDA knows of it, whatever the runtime does) and calls Poll. The
+// runtime's clock (absl::Now) times it all. Returns the exit code.
+int RunFaultNoticeChild(Engine engine, test::Fault fault) {
+  FaultingLoop loop;
+  if (const int setup = StartFaultingLoop(engine, fault, loop); setup != 0) return setup;
+  absl::StatusOr<Stream> own = CreateStream();
+  if (!own.ok() || cudaStreamQuery(own->get()) != cudaSuccess) return 7;
+  SystemWord gate = GateOf(loop);
+  std::vector<Completion> out(8);
+  gate.store(test::kGateArmed, cuda::std::memory_order_release);
+  std::optional<absl::Time> began, cuda_reported;
+  absl::Time reported;
+  absl::Status first;
+  int late_polls = 0;  // Polls begun a millisecond after CUDA reported the fault that returned OK
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10);
+       first.ok() && absl::Now() < deadline;) {
+    if (!began && gate.load(cuda::std::memory_order_acquire) != test::kGateArmed) {
+      began = absl::Now();
+    }
+    if (!cuda_reported) {
+      const cudaError_t query = cudaStreamQuery(own->get());
+      if (query != cudaSuccess && query != cudaErrorNotReady) cuda_reported = absl::Now();
+    }
+    const absl::Time poll_start = absl::Now();
+    first = loop.runtime->Poll(absl::MakeSpan(out)).status();
+    reported = absl::Now();
+    if (first.ok() && cuda_reported && poll_start - *cuda_reported >= absl::Milliseconds(1)) {
+      ++late_polls;
+    }
+  }
+  // The gate read after the report: "started" reached the host before the fault happened.
+  const bool after_fault = gate.load(cuda::std::memory_order_acquire) != test::kGateArmed;
+  const cudaError_t own_after = cudaStreamQuery(own->get());
+  const auto us = [](absl::Duration d) { return absl::ToDoubleMicroseconds(d); };
+  if (began && cuda_reported) {
+    std::printf(
+        "[ fault ] %s: CUDA reported it %.1f us after the faulting kernel began, Poll %.1f us "
+        "after CUDA\n",
+        ExpectedError(fault), us(*cuda_reported - *began), us(reported - *cuda_reported));
+  } else if (began) {
+    std::printf(
+        "[ fault ] %s: Poll reported it %.1f us after the faulting kernel began, before "
+        "the test's own query saw it\n",
+        ExpectedError(fault), us(reported - *began));
+  }
+  std::fflush(stdout);
+  int failed = 0;
+  auto note = [&failed](int code) {
+    if (failed == 0) failed = code;
+  };
+  note(Check(first.code() == absl::StatusCode::kInternal, 30, "Poll reports Internal", first));
+  note(Check(after_fault, 31, "the report came after the faulting kernel began", first));
+  note(Check(own_after != cudaSuccess && own_after != cudaErrorNotReady, 32,
+             std::string("the test's own query reports the error: ") + cudaGetErrorName(own_after),
+             first));
+  note(Check(late_polls == 0, 33,
+             std::to_string(late_polls) +
+                 " Poll(s) begun a millisecond or more after CUDA reported the fault returned OK",
+             first));
+  std::fprintf(stderr, "fault notice checked\n");
+  return failed;
+}
+
 class DeviceFaultTest : public testing::GpuTest, public ::testing::WithParamInterface<FaultCase> {};
 
 TEST_P(DeviceFaultTest, StickyErrorIsReportedOnceThenEveryCallIsRefused) {
@@ -141,6 +234,16 @@ TEST_P(DeviceFaultTest, StickyErrorIsReportedOnceThenEveryCallIsRefused) {
   const auto [engine, fault] = GetParam();
   EXPECT_EXIT(std::_Exit(RunFaultChild(engine, fault)), ::testing::ExitedWithCode(0),
               "runtime destroyed");
+}
+
+// Poll checks for a lost context with a stream query at most a millisecond
+// apart while the loop runs: it reports the fault never before the fault, and
+// by the first Poll begun a millisecond after CUDA reports it.
+TEST_P(DeviceFaultTest, PollReportsTheFaultAMillisecondAfterCudaAtTheLatest) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto [engine, fault] = GetParam();
+  EXPECT_EXIT(std::_Exit(RunFaultNoticeChild(engine, fault)), ::testing::ExitedWithCode(0),
+              "fault notice checked");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -19,6 +19,7 @@
 #include "fixtures/synthetic_step.h"
 #include "support/completion_ledger.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -30,9 +31,8 @@ class DynamicParallelismTest : public testing::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    const unsigned seed = std::random_device{}();
-    rng_.seed(seed);
-    RecordProperty("seed", std::to_string(seed));
+    rng_.seed(static_cast<std::uint32_t>(testing::TestSeed()));
+    RecordProperty("seed", std::to_string(testing::TestSeed()));
   }
 
   absl::StatusOr<std::unique_ptr<Runtime>> MakeRuntime(const RuntimeOptions& options,
@@ -55,6 +55,7 @@ class DynamicParallelismTest : public testing::GpuTest {
   }
 
   std::mt19937 rng_;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   std::uint32_t kernels_ = 0;
   // Checks each completion against the host reference of the synthetic chain.
   testing::CompletionLedger ledger_{[this](std::uint32_t id, std::uint32_t steps) {

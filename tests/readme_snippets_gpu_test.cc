@@ -10,6 +10,7 @@
 
 #include "baton/runtime.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 // Defined by the README's snippet.
 absl::StatusOr<std::vector<baton::Completion>> RunCountingLoop(
@@ -21,9 +22,8 @@ namespace {
 class ReadmeSnippetTest : public testing::GpuTest, public ::testing::WithParamInterface<Engine> {};
 
 TEST_P(ReadmeSnippetTest, CountingLoopCompletesEveryItemOnceAfterItsSteps) {
-  const std::uint64_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(testing::TestSeedNote());
+  std::mt19937_64 rng(testing::TestSeed());
   std::uniform_int_distribution<std::uint32_t> steps(1, 40);
   std::vector<WorkItem> items;
   std::map<std::uint32_t, std::uint32_t> payload_of;

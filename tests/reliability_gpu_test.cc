@@ -6,6 +6,7 @@
 // completed or handed back exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +20,8 @@
 #include <cuda/atomic>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "baton/bucket_table.h"
 #include "baton/cuda_resources.h"
 #include "baton/runtime.h"
@@ -28,6 +31,7 @@
 #include "support/completion_ledger.h"
 #include "support/engine_list.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -44,7 +48,7 @@ class ReliabilityTest : public testing::GpuTest, public ::testing::WithParamInte
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    rng_.seed(std::random_device{}());
+    rng_.seed(static_cast<std::uint32_t>(testing::TestSeed()));
     BATON_ASSERT_OK_AND_ASSIGN(runs_, DeviceBuffer<std::uint32_t>::Create(kMaxItems));
     BATON_ASSERT_OK(runs_.Fill(0));
     BATON_ASSERT_OK_AND_ASSIGN(gate_, MappedHostBuffer<std::uint32_t>::Create(1));
@@ -81,6 +85,7 @@ class ReliabilityTest : public testing::GpuTest, public ::testing::WithParamInte
   }
 
   std::mt19937 rng_;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   DeviceBuffer<std::uint32_t> runs_;
   MappedHostBuffer<std::uint32_t> gate_;
   std::uint32_t next_id_ = 0;
@@ -207,41 +212,114 @@ TEST_P(ReliabilityTest, TraceWhenOffIsAClearStatus) {
   EXPECT_TRUE(Contains(status.message(), "set RuntimeOptions.trace_capacity")) << status;
 }
 
-// A step kernel stalls for 3 s (bounded, on the global timer): with a 500 ms
-// timeout, Poll reports it, naming the engine and step, quoting the trace and
-// saying to Abort; Poll keeps the runtime usable; Abort then hands back the
+// A step kernel stalls for 3 s (bounded, on the global timer), twice, with a
+// 500 ms timeout. The promise (RuntimeOptions::watchdog_timeout): Poll reads
+// the step counter at most every tenth of the timeout (1 to 100 ms: the read
+// period) and returns DeadlineExceeded once the counter has not moved for the
+// timeout, so never sooner than the timeout after the last step began, and at
+// most the read period plus the caller's polling later.
+//
+// Each stall is timed from a mark the test sets, with no Poll between the
+// mark and the stall's start but the mark's own, and the bounds are
+//   timeout < alarm - mark <= timeout + read period + slack,
+// slack = the time from the mark until the stall is seen to begin (the
+// stalled step began before that) + twice the caller's polling: the longest
+// span from one Poll's start to the next one's end, since the read and the
+// alarm each come in the first Poll past their time (microseconds all).
+//  1. The mark is the arming, after two read periods without Poll: the first
+//     Poll after the stall began reads at once, so the alarm comes just after
+//     the timeout and a premature one fails the lower bound.
+//  2. The mark is a Poll that reads just before the arming: the next read
+//     comes a read period later, so the alarm comes near the upper bound and
+//     a late read fails it.
+// Between the two, the step ends and Poll is OK again (a slow step is not a
+// failure); after the second, Poll names the engine and step, quotes the
+// trace, says to Abort and leaves the runtime running; Abort hands back the
 // in-flight items once the step ends, and no item is lost.
 TEST_P(ReliabilityTest, WatchdogReportsAStalledStepAndAbortHandsBackTheWork) {
+  const absl::Duration timeout = absl::Milliseconds(500);
+  const absl::Duration read_period =
+      std::clamp(timeout / 10, absl::Milliseconds(1), absl::Milliseconds(100));
   RuntimeOptions options;
   options.max_batch = 8;
   options.trace_capacity = 1024;
-  options.watchdog_timeout = absl::Milliseconds(500);
+  options.watchdog_timeout = timeout;
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, MakeRuntime(options, /*stall_ns=*/3'000'000'000ull));
   BATON_ASSERT_OK(runtime->Submit(MakeItems(20, 1u << 30, 1u << 30)));  // never finish
   BATON_ASSERT_OK(runtime->Start(GetParam()));
   std::vector<Completion> out(16);
   for (int i = 0; i < 10; ++i) BATON_ASSERT_OK(runtime->Poll(absl::MakeSpan(out)).status());
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-
   cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> gate(*gate_.host());
-  gate.store(test::kGateArmed, cuda::std::memory_order_release);
-  const auto armed_at = Clock::now();
-  while (gate.load(cuda::std::memory_order_acquire) == test::kGateArmed) {
-    ASSERT_LT(Clock::now() - armed_at, std::chrono::seconds(10)) << "the stall never began";
+  const std::string engine = testing::EngineTestName({GetParam(), 0});
+
+  // Arms the stall, waits for it to begin without polling, then polls without
+  // pause until Poll reports it; checks the alarm's time since `mark`.
+  // Times are taken with the runtime's own clock (absl::Now), so the bounds
+  // need no allowance for two clocks.
+  auto time_alarm = [&](const char* phase, absl::Time mark) {
+    gate.store(test::kGateArmed, cuda::std::memory_order_release);
+    while (gate.load(cuda::std::memory_order_acquire) == test::kGateArmed) {
+      if (absl::Now() - mark > absl::Seconds(10)) {
+        return absl::InternalError(absl::StrCat(phase, ": the stall never began"));
+      }
+    }
+    const absl::Time began = absl::Now();
+    absl::Status status;
+    absl::Time previous_start = began, alarm = began;
+    absl::Duration polling;
+    while (status.ok() && alarm - began < absl::Seconds(10)) {
+      const absl::Time start = absl::Now();
+      const absl::StatusOr<size_t> n = runtime->Poll(absl::MakeSpan(out));
+      alarm = absl::Now();
+      status = n.status();
+      if (n.ok()) EXPECT_EQ(*n, 0u);
+      polling = std::max(polling, alarm - previous_start);
+      previous_start = start;
+    }
+    const absl::Duration detected = alarm - mark;
+    const absl::Duration slack = (began - mark) + 2 * polling;
+    const absl::Duration upper = timeout + read_period + slack;
+    std::printf(
+        "[ watchdog ] %s engine, %s: alarm %s after the mark (bounds: above %s, at most "
+        "%s = + read period %s + slack %s)\n",
+        engine.c_str(), phase, absl::FormatDuration(detected).c_str(),
+        absl::FormatDuration(timeout).c_str(), absl::FormatDuration(upper).c_str(),
+        absl::FormatDuration(read_period).c_str(), absl::FormatDuration(slack).c_str());
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << phase << ": " << status;
+    EXPECT_GT(detected, timeout) << phase << ": the watchdog fired before the timeout";
+    EXPECT_LE(detected, upper) << phase << ": the watchdog fired later than its read period "
+                               << "and the caller's polling allow";
+    EXPECT_TRUE(runtime->running()) << phase << ": a stall is reported, not treated as a failure";
+    EXPECT_EQ(gate.load(), test::kGateStarted) << phase << ": the stall should still be going on";
+    return status;
+  };
+  const auto sleep = [](absl::Duration d) {
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(d));
+  };
+
+  // 1. No Poll for two read periods, then the mark and the arming.
+  sleep(2 * read_period);
+  const absl::Status first = time_alarm("read just after the stall began", absl::Now());
+  ASSERT_EQ(first.code(), absl::StatusCode::kDeadlineExceeded) << first;
+  // The step ends: the next read sees progress and Poll is OK again.
+  for (const auto until = Clock::now() + std::chrono::seconds(10);
+       gate.load(cuda::std::memory_order_acquire) != test::kGateFinished;) {
+    ASSERT_LT(Clock::now(), until) << "the first stall never ended";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const auto stall_began = Clock::now();
-  absl::Status status;
-  while (status.ok() && Clock::now() - stall_began < std::chrono::seconds(10)) {
-    const absl::StatusOr<size_t> n = runtime->Poll(absl::MakeSpan(out));
-    status = n.status();
-    if (n.ok()) EXPECT_EQ(*n, 0u);
+  absl::Status recovered = absl::UnknownError("not polled");
+  for (const auto until = Clock::now() + std::chrono::seconds(10);
+       !recovered.ok() && Clock::now() < until;) {
+    recovered = runtime->Poll(absl::MakeSpan(out)).status();
   }
-  const double detected_s = std::chrono::duration<double>(Clock::now() - stall_began).count();
-  std::printf("[ watchdog ] %s engine: stall detected %.3f s after it began (timeout 0.5 s)\n",
-              testing::EngineTestName({GetParam(), 0}).c_str(), detected_s);
+  ASSERT_TRUE(recovered.ok()) << "Poll did not recover after the step ended: " << recovered;
+
+  // 2. No Poll for two read periods, then the mark: a Poll that reads.
+  sleep(2 * read_period);
+  const absl::Time mark = absl::Now();
+  BATON_ASSERT_OK(runtime->Poll(absl::MakeSpan(out)).status());
+  const absl::Status status = time_alarm("read just before the stall began", mark);
   std::printf("[ watchdog ] %s\n", std::string(status.message()).c_str());
-  ASSERT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-  EXPECT_LT(detected_s, 5.0) << "generous bound: the watchdog fired far too late";
   EXPECT_TRUE(Contains(status.message(), "watchdog")) << status;
   EXPECT_TRUE(Contains(status.message(), GetParam() == Engine::kTailLaunch ? "tail-launch engine"
                                                                            : "conditional "
@@ -251,8 +329,6 @@ TEST_P(ReliabilityTest, WatchdogReportsAStalledStepAndAbortHandsBackTheWork) {
   EXPECT_TRUE(Contains(status.message(), "Call Abort()")) << status;
   EXPECT_TRUE(Contains(status.message(), "Last trace events:")) << status;
   EXPECT_TRUE(Contains(status.message(), "step_begin")) << status;
-  EXPECT_TRUE(runtime->running()) << "a stall is reported, not treated as a failure";
-  EXPECT_EQ(gate.load(), test::kGateStarted) << "the stall should still be going on";
 
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime->Abort());
   EXPECT_EQ(gate.load(), test::kGateFinished);

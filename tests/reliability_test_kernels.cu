@@ -30,6 +30,9 @@ __global__ void fault_once(std::uint32_t* gate, Fault fault, std::uint32_t* unma
   SystemWord word(*gate);
   if (word.load(cuda::std::memory_order_acquire) != kGateArmed) return;
   word.store(kGateStarted, cuda::std::memory_order_release);
+  // "started" reaches the host before the fault happens, so a host that reads
+  // "armed" after a fault report knows the report came before the fault.
+  cuda::atomic_thread_fence(cuda::std::memory_order_seq_cst, cuda::thread_scope_system);
   if (fault == Fault::kTrap) __trap();
   *static_cast<volatile std::uint32_t*>(unmapped) = 0xdeadu;
 }

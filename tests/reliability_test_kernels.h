@@ -25,8 +25,9 @@ inline constexpr std::uint32_t kGateFinished = 3;
 [[nodiscard]] cudaError_t EnqueueStallOnce(std::uint32_t* gate, unsigned long long stall_ns,
                                            cudaStream_t stream);
 
-// Once armed, the next run faults the way `fault` says. `unmapped` is the
-// address the out-of-bounds write goes to.
+// Once armed, the next run faults the way `fault` says, after "started" is
+// visible to the host. `unmapped` is the address the out-of-bounds write goes
+// to.
 [[nodiscard]] cudaError_t EnqueueFaultOnce(std::uint32_t* gate, Fault fault,
                                            std::uint32_t* unmapped, cudaStream_t stream);
 

@@ -19,6 +19,7 @@
 #include "runtime_test_kernels.h"
 #include "support/completion_ledger.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -31,7 +32,7 @@ class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterfac
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    rng_.seed(std::random_device{}());
+    rng_.seed(static_cast<std::uint32_t>(testing::TestSeed()));
     BATON_ASSERT_OK_AND_ASSIGN(runs_, DeviceBuffer<std::uint32_t>::Create(kMaxItems));
     BATON_ASSERT_OK(runs_.Fill(0));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -83,6 +84,7 @@ class RuntimeTest : public testing::GpuTest, public ::testing::WithParamInterfac
   }
 
   std::mt19937 rng_;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   DeviceBuffer<std::uint32_t> runs_;
   DeviceBuffer<std::uint32_t> scratch_;
   testing::CompletionLedger ledger_ = CountdownLedger();

@@ -1,6 +1,6 @@
 // Top-k / top-p token selection (EnqueueSamplePositions) against the CPU
 // reference of its semantics (support/decode_reference.h), on fresh random
-// logits each run (the seed is printed and recorded; a failure names it), in
+// logits each run (support/test_seed.h: every failure names the seed), in
 // fp16 and bf16, over vocabularies served by clusters of 1, 2, 3 and 8
 // blocks, with greedy, plain and filtered positions mixed in one launch.
 // Tokens are poisoned (-1) before every run, so a position the kernel fails
@@ -30,6 +30,7 @@
 #include "support/decode_reference.h"
 #include "support/gpu_test.h"
 #include "support/kernel_harness.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -74,16 +75,12 @@ class SamplingTest : public testing::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    seed_ = std::random_device{}();
-    seed_ = seed_ << 32 | std::random_device{}();
-    rng_.seed(seed_);
-    std::printf("  rng seed %llu\n", static_cast<unsigned long long>(seed_));
-    RecordProperty("rng_seed", std::to_string(seed_));
+    rng_.seed(testing::TestSeed());
+    RecordProperty("rng_seed", std::to_string(testing::TestSeed()));
     auto stream = CreateStream();
     ASSERT_TRUE(stream.ok()) << stream.status();
     stream_ = std::move(stream).value();
   }
-  std::string SeedNote() const { return "rng seed " + std::to_string(seed_); }
   std::uint64_t Draw() { return rng_(); }
 
   std::vector<std::uint16_t> MakeRow(Row kind, int vocab, DecoderDType dtype) {
@@ -182,7 +179,7 @@ class SamplingTest : public testing::GpuTest {
   }
 
   std::mt19937_64 rng_;
-  std::uint64_t seed_ = 0;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   Stream stream_;
 };
 
@@ -277,7 +274,6 @@ std::vector<Mixed> MixedBatch(int vocab) {
 constexpr int kVocabs[] = {1000, 5000, 12000, 32000, 128256, 151936};
 
 TEST_F(SamplingTest, MixedPositionsMatchTheCpuReference) {
-  SCOPED_TRACE(SeedNote());
   for (DecoderDType dtype : kDTypes) {
     for (int vocab : kVocabs) {
       SCOPED_TRACE(std::string(Name(dtype)) + " vocab " + std::to_string(vocab));
@@ -314,7 +310,6 @@ TEST_F(SamplingTest, MixedPositionsMatchTheCpuReference) {
 // K = 1 keeps only the largest logit: the greedy token at any temperature,
 // with or without top-p; with a tie at the top, one of the tied tokens.
 TEST_F(SamplingTest, TopKOneIsGreedy) {
-  SCOPED_TRACE(SeedNote());
   for (DecoderDType dtype : kDTypes) {
     for (int vocab : {1000, 32000, 151936}) {
       SCOPED_TRACE(std::string(Name(dtype)) + " vocab " + std::to_string(vocab));
@@ -360,7 +355,6 @@ TEST_F(SamplingTest, TopKOneIsGreedy) {
 // one's restricted to them); EnqueueSample's uniform top-k / top-p equals the
 // per-position launcher with the same parameters everywhere.
 TEST_F(SamplingTest, FilteredAndPlainPathsAgreeWithEnqueueSample) {
-  SCOPED_TRACE(SeedNote());
   int same_as_plain = 0;
   for (DecoderDType dtype : kDTypes) {
     for (int vocab : {1000, 12000, 32000, 151936}) {
@@ -420,7 +414,6 @@ TEST_F(SamplingTest, FilteredAndPlainPathsAgreeWithEnqueueSample) {
 // A request's token depends on its row, parameters and key only: the same at
 // any batch position, with any neighbours and in any capacity.
 TEST_F(SamplingTest, SameRequestSameTokenAtAnyPositionAndCapacity) {
-  SCOPED_TRACE(SeedNote());
   for (DecoderDType dtype : kDTypes) {
     for (int vocab : {1000, 5000, 32000, 151936}) {
       SCOPED_TRACE(std::string(Name(dtype)) + " vocab " + std::to_string(vocab));
@@ -476,7 +469,6 @@ TEST_F(SamplingTest, SameRequestSameTokenAtAnyPositionAndCapacity) {
 // probability (both sides), and Pearson's chi-square stays below its 1e-6
 // upper quantile (Wilson-Hilferty).
 TEST_F(SamplingTest, FrequenciesFollowTheRenormalisedSoftmax) {
-  SCOPED_TRACE(SeedNote());
   const float logits[16] = {2.0f,  1.5f,  1.0f,  0.5f,  0.0f,   -0.5f, 1.25f, -1.0f,
                             0.75f, 1.75f, -2.0f, 0.25f, -0.25f, 2.5f,  -1.5f, 0.625f};
   const PositionSampling groups[4] = {Params(1.3f, 3, 1.0f), Params(0.8f, 0, 0.7f),

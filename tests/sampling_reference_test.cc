@@ -15,6 +15,7 @@
 
 #include "kernels/half_bits.h"
 #include "support/decode_reference.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -115,10 +116,8 @@ Brute BruteForce(const std::vector<std::uint16_t>& bits, DecoderDType dtype,
 }
 
 TEST(SamplingReferenceTest, MatchesBruteForceOnSmallRowsWithTies) {
-  std::mt19937_64 rng(std::random_device{}());
-  const std::uint64_t seed = rng();
-  rng.seed(seed);
-  SCOPED_TRACE("rng seed " + std::to_string(seed));
+  SCOPED_TRACE(testing::TestSeedNote());
+  std::mt19937_64 rng(testing::TestSeed());
   // A small palette of values makes ties (key groups) common.
   const float palette[] = {-3.0f, -1.0f, -0.5f, -0.0f, 0.0f, 0.25f, 0.5f, 1.0f, 1.5f, 2.0f, 4.0f};
   const double temperatures[] = {0.0, 0.3, 0.7, 1.0, 2.5};

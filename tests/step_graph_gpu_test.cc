@@ -18,6 +18,7 @@
 #include "baton/step_graph.h"
 #include "graph_test_kernels.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton {
 namespace {
@@ -38,7 +39,7 @@ class StepGraphTest : public testing::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    seed_ = std::random_device{}();
+    seed_ = static_cast<std::uint32_t>(testing::TestSeed());
     BATON_ASSERT_OK_AND_ASSIGN(stream_, CreateStream());
     BATON_ASSERT_OK_AND_ASSIGN(out_, DeviceBuffer<std::uint32_t>::Create(kElements));
     // words: [0] batch, [1] chosen bucket, [2] device error word
@@ -76,6 +77,7 @@ class StepGraphTest : public testing::GpuTest {
   }
 
   std::uint32_t seed_ = 0;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   Stream stream_;
   DeviceBuffer<std::uint32_t> out_;
   DeviceBuffer<std::uint32_t> words_;

@@ -10,6 +10,7 @@
 #include "baton/cuda_resources.h"
 #include "baton/device_error.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 #include "tail_launch_kernels.h"
 
 namespace baton {
@@ -23,7 +24,7 @@ class TailLaunchTest : public testing::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    seed_ = std::random_device{}();
+    seed_ = static_cast<std::uint32_t>(testing::TestSeed());
     BATON_ASSERT_OK_AND_ASSIGN(stream_, CreateStream());
     BATON_ASSERT_OK_AND_ASSIGN(out_, DeviceBuffer<std::uint32_t>::Create(kElements));
     // counters: [0] steps run, [1] remaining steps, [2] device error word
@@ -75,6 +76,7 @@ class TailLaunchTest : public testing::GpuTest {
   }
 
   std::uint32_t seed_ = 0;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   Stream stream_;
   DeviceBuffer<std::uint32_t> out_;
   DeviceBuffer<std::uint32_t> counters_;

@@ -19,6 +19,7 @@
 #include "baton/device.h"
 #include "baton/work_queue.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 #include "work_queue_test_kernels.h"
 
 namespace baton {
@@ -43,8 +44,7 @@ class WorkQueueGpuTest : public testing::GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
-    seed_ = std::random_device{}();
-    rng_.seed(seed_);
+    rng_.seed(testing::TestSeed());
     BATON_ASSERT_OK_AND_ASSIGN(device_, QueryDevice());
     BATON_ASSERT_OK_AND_ASSIGN(stream_, CreateStream(cudaStreamNonBlocking));
     BATON_ASSERT_OK_AND_ASSIGN(consumed_, DeviceBuffer<unsigned long long>::Create(1));
@@ -135,8 +135,8 @@ class WorkQueueGpuTest : public testing::GpuTest {
     EXPECT_EQ(consumed, n) << what;
   }
 
-  std::uint32_t seed_ = 0;
   std::mt19937_64 rng_;
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, testing::TestSeedNote()};
   DeviceInfo device_;
   Stream stream_;
   DeviceBuffer<unsigned> deliveries_;
@@ -295,8 +295,7 @@ TEST_F(WorkQueueGpuTest, PartiallyActiveWarpsMatchScalarReference) {
           const WorkItem& actual = got[(r * 32 + l) * 2 + j];
           ASSERT_TRUE(SameItem(actual, expected))
               << "trial " << trial << " round " << r << " lane " << l << " item " << j << ": got "
-              << Describe(actual) << ", expected " << Describe(expected) << " (seed " << seed_
-              << ")";
+              << Describe(actual) << ", expected " << Describe(expected);
         }
       }
       next += count;

@@ -59,9 +59,11 @@ struct RuntimeOptions {
   // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
   std::uint32_t trace_capacity = 0;
   // Watchdog: while an engine runs, Poll returns DeadlineExceeded when no step
-  // has begun for this long (detected within a tenth of it more, at most
-  // 100 ms). absl::InfiniteDuration() turns it off. The device pays nothing:
-  // Poll reads the step counter through the copy engine.
+  // has begun for this long: never sooner, and at most a tenth of it (1 to
+  // 100 ms: how often Poll reads the step counter) plus twice the span of two
+  // consecutive Polls later (the read and the check each run inside a Poll).
+  // absl::InfiniteDuration() turns it off. The device pays nothing: Poll reads
+  // the step counter through the copy engine.
   absl::Duration watchdog_timeout = absl::Seconds(2);
 };
 

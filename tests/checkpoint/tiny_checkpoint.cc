@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/convert.h"
+#include "support/test_seed.h"
 
 namespace baton::checkpoint::testing {
 namespace {
@@ -277,16 +277,8 @@ void RemoveTree(const std::string& dir) {
 
 std::uint64_t TestSeed() {
   static const std::uint64_t seed = [] {
-    const char* text = std::getenv("BATON_TEST_SEED");
-    std::uint64_t s = 0;
-    if (text != nullptr && *text != '\0') {
-      s = std::strtoull(text, nullptr, 0);
-    } else {
-      s = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
-    std::printf("BATON_TEST_SEED=%llu (set it to replay these tensor contents)\n",
-                static_cast<unsigned long long>(s));
-    return s;
+    std::printf("%s\n", ::baton::testing::TestSeedNote().c_str());
+    return ::baton::testing::TestSeed();
   }();
   return seed;
 }

@@ -78,8 +78,8 @@ struct TinyCheckpoint {
 [[nodiscard]] std::string MakeTempDir();
 void RemoveTree(const std::string& dir);
 
-// BATON_TEST_SEED when set, else a clock-based seed; printed either way so a
-// failure can be replayed.
+// The process's test seed (support/test_seed.h), printed when first drawn
+// so a failure can be replayed.
 [[nodiscard]] std::uint64_t TestSeed();
 
 }  // namespace baton::checkpoint::testing

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "baton/runtime.h"
 #include "baton/trace_event.h"
 #include "support/decode_reference.h"
+#include "support/test_seed.h"
 
 namespace baton::testing {
 
@@ -24,8 +26,29 @@ DecoderConfig TinyDecoderConfig(DecoderDType dtype) {
   return c;
 }
 
+namespace {
+
+// The decoder tests share Rng() without a fixture of their own, so this
+// listener does what a fixture would: each test draws from the start of the
+// seed's sequence (a failed test replays alone, with --gtest_filter), and a
+// failed test names the seed.
+class SeedEachTest : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override { Rng().seed(TestSeed()); }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Failed()) {
+      std::printf("[ seed     ] %s.%s: %s\n", info.test_suite_name(), info.name(),
+                  TestSeedNote().c_str());
+    }
+  }
+};
+
+}  // namespace
+
 std::mt19937_64& Rng() {
-  static std::mt19937_64 rng(std::random_device{}());
+  static std::mt19937_64 rng = [] {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new SeedEachTest);  // gtest owns it
+    return std::mt19937_64(TestSeed());
+  }();
   return rng;
 }
 
@@ -85,16 +108,8 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
     auto n = (*runtime)->Poll(absl::MakeSpan(out));
     EXPECT_TRUE(n.ok()) << label << ": " << n.status();
     if (!n.ok()) break;
-    for (std::size_t i = 0; i < *n; ++i) {
-      const Completion& c = out[i];
-      EXPECT_LT(c.id, requests.size()) << "phantom completion";
-      Outcome& o = result.outcomes[c.id];
-      o.value = c.value;
-      o.steps = c.steps;
-      EXPECT_EQ(++o.completions, 1) << "entry " << c.id << " completed twice";
-      EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
-      ++completed;
-    }
+    for (std::size_t i = 0; i < *n; ++i) Account(out[i], requests.size(), result.outcomes);
+    completed += *n;
   }
   EXPECT_EQ(completed, requests.size()) << label << ": completions missing";
   auto report = (*runtime)->Stop();
@@ -110,13 +125,47 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
       }
     }
   }
-  for (auto& [entry, o] : result.outcomes) {
-    if (o.value == kRefusedRequest || o.value > requests[entry].max_new_tokens) continue;
+  ReadTokens(model, requests, result.outcomes);
+  return result;
+}
+
+RunResult RunOnHostLoop(DecoderModel& model, HostDecodeLoop& loop,
+                        const std::vector<DecodeRequest>& requests) {
+  RunResult result;
+  const absl::Status written = model.WriteRequests(0, requests);
+  EXPECT_TRUE(written.ok()) << written;
+  if (!written.ok()) return result;
+  std::vector<std::uint32_t> entries(requests.size());
+  for (std::uint32_t i = 0; i < entries.size(); ++i) entries[i] = i;
+  const absl::StatusOr<std::vector<Completion>> completions = loop.Run(entries);
+  EXPECT_TRUE(completions.ok()) << "host loop: " << completions.status();
+  if (!completions.ok()) return result;
+  for (const Completion& c : *completions) Account(c, requests.size(), result.outcomes);
+  ReadTokens(model, requests, result.outcomes);
+  return result;
+}
+
+void Account(const Completion& c, std::size_t requests,
+             std::map<std::uint32_t, Outcome>& outcomes) {
+  EXPECT_LT(c.id, requests) << "phantom completion";
+  Outcome& o = outcomes[c.id];
+  o.value = c.value;
+  o.steps = c.steps;
+  EXPECT_EQ(++o.completions, 1) << "entry " << c.id << " completed twice";
+  EXPECT_EQ(c.status, static_cast<std::uint32_t>(CompletionStatus::kCompleted));
+}
+
+void ReadTokens(const DecoderModel& model, const std::vector<DecodeRequest>& requests,
+                std::map<std::uint32_t, Outcome>& outcomes) {
+  for (auto& [entry, o] : outcomes) {
+    if (entry >= requests.size() || o.value == kRefusedRequest ||
+        o.value > requests[entry].max_new_tokens) {
+      continue;
+    }
     auto tokens = model.ReadGenerated(entry, o.value);
     EXPECT_TRUE(tokens.ok()) << tokens.status();
     if (tokens.ok()) o.tokens = *tokens;
   }
-  return result;
 }
 
 int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,

@@ -1,7 +1,7 @@
 // Driving a DecoderModel through a Runtime in GPU tests: random requests, a
 // run that submits them in chunks while the loop runs and collects every
-// completion, the rules a finished request obeys, and the teacher-forced
-// comparison with the CPU reference (support/model_reference.h).
+// completion (or the same run through a host-driven loop), the rules a finished request obeys, and
+// the teacher-forced comparison with the CPU reference (support/model_reference.h).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,7 @@
 
 #include "baton/decoder_model.h"
 #include "baton/engine.h"
+#include "support/host_decode_loop.h"
 #include "support/model_reference.h"
 
 namespace baton::testing {
@@ -20,8 +21,8 @@ namespace baton::testing {
 // A small model: 2 layers, d_model 128, 4 heads of 32, vocab 512, context 64.
 [[nodiscard]] DecoderConfig TinyDecoderConfig(DecoderDType dtype = DecoderDType::kFloat16);
 
-// One generator per test binary, seeded at random (the seed is printed by
-// the tests that record it).
+// One generator per test binary, seeded with TestSeed() (support/test_seed.h)
+// again as each test starts; a failed test prints the seed.
 [[nodiscard]] std::mt19937_64& Rng();
 [[nodiscard]] int Uniform(int lo, int hi);
 [[nodiscard]] std::vector<std::int32_t> RandomPrompt(const DecoderConfig& config, int length);
@@ -55,6 +56,19 @@ struct RunResult {
 // on a missing, phantom or duplicate completion or a Status.
 [[nodiscard]] RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
                                     const RunOptions& options);
+
+// The same through a host-driven loop (support/host_decode_loop.h): the
+// host decides every step.
+[[nodiscard]] RunResult RunOnHostLoop(DecoderModel& model, HostDecodeLoop& loop,
+                                      const std::vector<DecodeRequest>& requests);
+
+// Records a completion of entry c.id (of `requests` entries); fails the test
+// on a phantom or duplicate one or a status other than completed.
+void Account(const Completion& c, std::size_t requests, std::map<std::uint32_t, Outcome>& outcomes);
+
+// Reads each outcome's generated tokens from the model.
+void ReadTokens(const DecoderModel& model, const std::vector<DecodeRequest>& requests,
+                std::map<std::uint32_t, Outcome>& outcomes);
 
 // Every request completed once, within its limit, exactly at its limit or its
 // first stop token, after prompt + value - 1 steps. Returns how many ended on

@@ -1,50 +1,15 @@
 #include "support/kernel_harness.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <limits>
 #include <numeric>
+#include <sstream>
 
 #include "kernels/half_bits.h"
 #include "support/decode_reference.h"
+#include "support/element_bounds.h"
 
 namespace baton::kernel_test {
-namespace {
-
-// BATON_TEST_SEED parsed once: the seed, or why the variable is unusable.
-struct SeedSource {
-  std::uint64_t value = 0;
-  std::string error;
-};
-
-const SeedSource& Seed() {
-  static const SeedSource seed = [] {
-    SeedSource s;
-    const char* env = std::getenv("BATON_TEST_SEED");
-    if (env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      errno = 0;
-      s.value = std::strtoull(env, &end, 0);
-      if (errno != 0 || *end != '\0' || *env == '-') {
-        s.error = std::string("BATON_TEST_SEED=") + env + " is not an unsigned 64-bit integer";
-      }
-      return s;
-    }
-    std::random_device device;
-    s.value = (std::uint64_t{device()} << 32) | device();
-    return s;
-  }();
-  return seed;
-}
-
-std::string SeedMessage() {
-  const std::string seed = std::to_string(Seed().value);
-  return "random inputs from seed " + seed + " (BATON_TEST_SEED=" + seed + " replays them)";
-}
-
-}  // namespace
 
 const char* Name(DecoderDType dtype) { return dtype == DecoderDType::kFloat16 ? "fp16" : "bf16"; }
 
@@ -74,47 +39,22 @@ void ExpectClose(const std::string& what, DecoderDType dtype, const std::vector<
   ASSERT_EQ(out.size(), ref.size()) << key;
   ASSERT_FALSE(ref.empty()) << key;
   const double error = reference::RelativeError(out, ref);
+  EXPECT_LE(error, Tolerance(dtype)) << key << ": ‖out − ref‖₂/‖ref‖₂";  // NaN fails too
   double squares = 0.0;
   for (double r : ref) squares += r * r;
-  const double rtol = ElementRtol(dtype);
   const double atol = ElementAtolPerRms(dtype) * std::sqrt(squares / ref.size());
-  // The worst element as a fraction of its own bound (> 1 fails; NaN, the
-  // poison, counts as infinitely far).
-  constexpr double kInfinity = std::numeric_limits<double>::infinity();
-  double worst = -1.0;
-  std::size_t worst_at = 0, outside = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double bound = atol + rtol * std::abs(ref[i]);
-    const double diff = std::abs(out[i] - ref[i]);
-    const bool inside = diff <= bound;
-    const double ratio = inside ? (bound > 0 ? diff / bound : 0.0)
-                                : (std::isnan(diff) || bound == 0 ? kInfinity : diff / bound);
-    outside += !inside;
-    if (ratio > worst) {
-      worst = ratio;
-      worst_at = i;
-    }
-  }
+  std::ostringstream atol_note;
+  atol_note << ElementAtolPerRms(dtype) << "·rms(ref)";
+  const testing::ElementReport elements = testing::ExpectElementsWithin(
+      key, out, ref, atol, ElementRtol(dtype), width, atol_note.str());
   ::testing::Test::RecordProperty(key, std::to_string(error));
-  ::testing::Test::RecordProperty(key + "_element", std::to_string(worst));
+  ::testing::Test::RecordProperty(key + "_element", std::to_string(elements.worst_ratio));
   std::printf("  %-32s rel err %.3e (bound %.0e), worst element at %.2f of its bound\n",
-              key.c_str(), error, Tolerance(dtype), worst);
-  EXPECT_LE(error, Tolerance(dtype)) << key << ": ‖out − ref‖₂/‖ref‖₂";  // NaN fails too
-  std::string where = "element " + std::to_string(worst_at);
-  if (width > 0) {
-    where =
-        "row " + std::to_string(worst_at / width) + " element " + std::to_string(worst_at % width);
-  }
-  EXPECT_EQ(outside, 0u) << key << ": " << outside << " of " << ref.size()
-                         << " elements outside |out − ref| ≤ " << rtol << "·|ref| + " << atol
-                         << " (" << ElementAtolPerRms(dtype) << "·rms(ref)); the worst, " << where
-                         << ": out " << out[worst_at] << ", ref " << ref[worst_at];
+              key.c_str(), error, Tolerance(dtype), elements.worst_ratio);
 }
 
-std::uint64_t TestSeed() { return Seed().value; }
-
 std::mt19937_64& Rng() {
-  static std::mt19937_64 rng(TestSeed());
+  static std::mt19937_64 rng(testing::TestSeed());
   return rng;
 }
 
@@ -162,16 +102,15 @@ TestBatch MakeBatch(std::uint32_t capacity, std::uint32_t active, std::uint32_t 
   return batch;
 }
 
-DecodeKernelTest::DecodeKernelTest() : seed_trace_(__FILE__, __LINE__, SeedMessage()) {}
+DecodeKernelTest::DecodeKernelTest() : seed_trace_(__FILE__, __LINE__, testing::TestSeedNote()) {}
 
 void DecodeKernelTest::SetUp() {
   // Every test draws from the start of the seed's sequence, so a failing
   // test replays alone (--gtest_filter) with the seed it printed.
-  Rng().seed(TestSeed());
-  RecordProperty("seed", std::to_string(TestSeed()));
+  Rng().seed(testing::TestSeed());
+  RecordProperty("seed", std::to_string(testing::TestSeed()));
   testing::GpuTest::SetUp();
   if (IsSkipped()) return;
-  ASSERT_TRUE(Seed().error.empty()) << Seed().error;
   auto stream = CreateStream();
   ASSERT_TRUE(stream.ok()) << stream.status();
   stream_ = std::move(stream).value();

@@ -54,6 +54,7 @@
 #include "baton/decoder_config.h"
 #include "kernels/decode_kernels.h"
 #include "support/gpu_test.h"
+#include "support/test_seed.h"
 
 namespace baton::kernel_test {
 
@@ -85,9 +86,8 @@ void ExpectNormWithin(const std::string& what, DecoderDType dtype, const std::ve
 void ExpectClose(const std::string& what, DecoderDType dtype, const std::vector<double>& out,
                  const std::vector<double>& ref, int width = 0);
 
-// The process's seed: BATON_TEST_SEED when set, otherwise drawn once.
-[[nodiscard]] std::uint64_t TestSeed();
-// The seeded generator every draw comes from.
+// The generator every draw comes from, seeded with testing::TestSeed()
+// (support/test_seed.h).
 [[nodiscard]] std::mt19937_64& Rng();
 [[nodiscard]] std::uint64_t Draw();
 [[nodiscard]] std::vector<std::uint16_t> RandomHalf(std::size_t n, DecoderDType dtype,
@@ -157,7 +157,7 @@ void ExpectUntouched(const std::vector<T>& out, std::size_t width, std::uint32_t
 }
 
 // The fixture of every decode-kernel test: skips without a GPU, seeds the
-// RNG with TestSeed() (named in every failure), and owns a stream.
+// RNG with testing::TestSeed() (named in every failure), and owns a stream.
 class DecodeKernelTest : public testing::GpuTest {
  protected:
   DecodeKernelTest();
