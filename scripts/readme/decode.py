@@ -9,12 +9,21 @@ from .tables import field, link, series, span, table
 # Driver names as the JSON writes them -> how the table labels them ({...}
 # fields come from the row). A driver not listed keeps its own name.
 DRIVER_LABELS = {
+    "graph replays of the same steps, no decision (bound)":
+        "bound: graph replays of the same steps, no decision (HBM floor {hbm_floor_us:.1f} µs)",
     "host graph replays, no decision (bound)":
         "full-batch graph replays, no decision (HBM floor {hbm_floor_us:.1f} µs)",
     "host graph + sync": "host loop: graph launch + sync",
 }
-BOUND = "host graph replays, no decision (bound)"
+SAME_STEPS_BOUND = "graph replays of the same steps, no decision (bound)"
+BOUNDS = (SAME_STEPS_BOUND, "host graph replays, no decision (bound)")  # this run's, runs before
 HOST = "host graph + sync"
+
+
+def _overhead(row):
+    if "overhead_us" not in row:
+        return ""  # the bound row
+    return "n/a" if row["overhead_us"] is None else f"{row['overhead_us']:.1f}"
 
 
 def _driver(row):
@@ -27,7 +36,7 @@ DECODE_COLUMNS = [
     ("driver", _driver),
     ("µs/step (p50 / p99)", lambda r: f"{r['step_us']:.1f}" + (
         f" ({r['p50_us']:.1f} / {r['p99_us']:.1f})" if "p50_us" in r else "")),
-    ("overhead µs", field("overhead_us", ".1f")),
+    ("overhead µs", _overhead),
     ("tokens/s", field("tokens_per_s", ",.0f")),
     ("vs host loop", field("vs_host", lambda v: f"{v:.2f}×")),
     ("same tokens", field("same_tokens", lambda v: "yes" if v else "**NO**")),
@@ -45,6 +54,8 @@ SOAK_COLUMNS = [
     ("MiB at start / end", lambda r: f"{r['mem_start_MiB']:.0f} / {r['mem_end_MiB']:.0f}"),
     ("µs/step p50 / p99, first window", lambda r: f"{r['first_p50_us']:.1f} / {r['first_p99_us']:.1f}"),
     ("last window", lambda r: f"{r['last_p50_us']:.1f} / {r['last_p99_us']:.1f}"),
+    ("requests checked (stop repeats) / mismatched", lambda r: (
+        f"{r['checked']:,} ({r['checked_stop_repeats']:,}) / {r['mismatched']}" if "checked" in r else "not run")),
     ("passed", lambda r: "yes" if r["_passed"] else "**NO**"),
 ]
 
@@ -132,32 +143,26 @@ def decode_part(b, prefix):
            "choices are in `docs/DESIGN.md`. Models "
            f"(`samples/decode_loop/presets.h`): {series(presets, '; ')}. **Timing:** the device's step clock "
            "(the global timer at every step end: each run's mean step and p50/p99), medians of "
-           f"{p['repeats']} runs after a warm-up run; tokens/s from the host wall clock; the replay row from "
-           "CUDA events around back-to-back replays of the full-batch graph, which overhead is measured "
-           "against. The HBM floor: the weights a step reads (all but the embedding table) at " +
+           f"{p['repeats']} runs after a warm-up run; tokens/s from the host wall clock; " + _bound_timing(d) +
+           " The HBM floor: the weights a step reads (all but the embedding table) at " +
            (f"the better of the measured copy ({p['copy_bandwidth_GBps']:.0f} GB/s) and read "
             f"({p['read_bandwidth_GBps']:.0f} GB/s) bandwidths." if "read_bandwidth_GBps" in p else
             f"the measured copy bandwidth ({p['copy_bandwidth_GBps']:.0f} GB/s)."), "",
            table(DECODE_COLUMNS, d["rows"]), ""]
-    notes = [_same_tokens(d, "every scenario")]
-    negative = [r for r in d["rows"] if r.get("overhead_us", 0) < 0]
-    if negative:
-        where = series(list(dict.fromkeys(r["scenario"].strip() for r in negative)))
-        notes.append("The replay row is not a bound for the same work: it replays the full-batch graph while "
-                     f"the engines move to smaller buckets as requests finish, so {b.derive(len(negative))} engine "
-                     f"rows (at {where}) show a negative overhead.")
+    notes = [_same_tokens(d, "every scenario")] + _bound_notes(b, d)
     first = _scenarios(d["rows"])[0]
-    eng = _graph_engines(d, first)
-    if eng:
+    eng = [r for r in _graph_engines(d, first) if r.get("overhead_us") is not None]
+    host = next((r for r in _rows(d, first) if r["driver"] == HOST), None)
+    if eng and host and host.get("overhead_us") is not None:
         notes.append(f"At {first} the graph engines' overhead is "
                      f"{span([r['overhead_us'] for r in eng], '.1f')} µs per step against the host "
-                     f"loop's {next(r for r in _rows(d, first) if r['driver'] == HOST)['overhead_us']:.1f}.")
+                     f"loop's {host['overhead_us']:.1f}.")
     notes.append(_same_day(b, gpu, date, first, prefix))
     for sc in _scenarios(d["rows"]):
-        bound = next((r for r in _rows(d, sc) if r["driver"] == BOUND), None)
+        bound = next((r for r in _rows(d, sc) if r["driver"] in BOUNDS), None)
         if sc.startswith("small") and bound:
             ratio = b.derive(bound["step_us"] / bound["hbm_floor_us"])
-            notes.append(f"The {sc} replay step is {ratio:.1f}× its HBM floor "
+            notes.append(f"The {sc} bound step is {ratio:.1f}× its HBM floor "
                          f"({bound['step_us']:.1f} against {bound['hbm_floor_us']:.1f} µs).")
             break
     notes.append(_targets(d))
@@ -167,6 +172,44 @@ def decode_part(b, prefix):
         out += gemv_part(b, gemv)
     out += soak_part(b, prefix)
     return out
+
+
+def _bound_timing(data):
+    """How the bound row was timed (the same-steps bound, or the full-batch replays of runs before it)."""
+    bounds = [r for r in data["rows"] if r["driver"] == SAME_STEPS_BOUND]
+    if not bounds:
+        return ("the replay row from CUDA events around back-to-back replays of the full-batch graph, which "
+                "overhead is measured against.")
+    return ("the bound row from CUDA events around graph replays of the same steps the drivers ran (the same "
+            f"batch-size schedule, {span([r['steps'] for r in bounds], 'd')} steps, "
+            f"{span([r['steps_per_graph'] for r in bounds], 'd')} steps per graph) with no "
+            "decision between them, median of the runs; overhead is a driver's step minus the bound's, "
+            "n/a where a driver ran another number of steps.")
+
+
+def _bound_notes(b, data):
+    """The sample's "below bound <scenario>" and "off schedule <scenario>, <driver>" params, stated."""
+    notes = []
+    below = {k[len("below bound "):]: v for k, v in data["params"].items() if k.startswith("below bound ")}
+    if below:
+        parts = []
+        for sc, v in below.items():
+            rows = [r for r in _rows(data, sc, True) if (r.get("overhead_us") or 0) < 0]
+            parts.append(f"{series(r['driver'] for r in rows)} at {sc} "
+                         f"({series([format(r['overhead_us'], '.1f') for r in rows])} µs)")
+        notes.append("Faster than the bound (the JSON's \"below bound\" params: timing noise, or the bound is "
+                     f"not one there, so their overhead is not meaningful): {series(parts, '; ')}.")
+    off = [k[len("off schedule "):] for k in data["params"] if k.startswith("off schedule ")]
+    if off:
+        notes.append(f"Off the bound's schedule, so no overhead (the JSON's \"off schedule\" params): {series(off, '; ')}.")
+    if not below and not off:
+        negative = [r for r in data["rows"] if (r.get("overhead_us") or 0) < 0]
+        if negative and not any(r["driver"] == SAME_STEPS_BOUND for r in data["rows"]):
+            where = series(list(dict.fromkeys(r["scenario"].strip() for r in negative)))
+            notes.append("The replay row is not a bound for the same work: it replays the full-batch graph while "
+                         f"the engines move to smaller buckets as requests finish, so {b.derive(len(negative))} "
+                         f"engine rows (at {where}) show a negative overhead.")
+    return notes
 
 
 def _targets(data):
@@ -208,6 +251,8 @@ def gemv_part(b, path):
            "kernel bodies from the device.", "", table(DECODE_COLUMNS, d["rows"]), ""]
     notes = [_same_tokens(d, "this run").split(" (the sample")[0].rstrip(".") + "."]
     dp = [r for r in d["rows"] if "dynamic" in r["driver"]]
+    notes += _bound_notes(b, d)
+    dp = [r for r in dp if r.get("overhead_us") is not None]
     if dp:
         notes.append("The dynamic-parallelism engine's overhead, " +
                      series(f"{r['overhead_us']:.1f} µs at {r['scenario'].strip()}" for r in dp) +
@@ -219,14 +264,25 @@ def gemv_part(b, path):
 
 # A soak row with one of these fields compared token contents (add the field
 # as a SOAK_COLUMNS tuple too).
-SOAK_TOKEN_CHECK_FIELDS = ("tokens_checked", "token_checks", "checked_requests")
+SOAK_TOKEN_CHECK_FIELDS = ("checked",)
 
 
-def _soak_checks(rows):
-    if any(k in r for r in rows for k in SOAK_TOKEN_CHECK_FIELDS):
-        return "The soak also replays a sample of completed requests and compares their tokens."
-    return ("The soak checks each completion's token count and step arithmetic and that an early end "
-            "is a stop token; it does not compare token contents.")
+def _soak_checks(b, rows):
+    base = ("The soak checks each completion's token count and step arithmetic and that an early end "
+            "is a stop token")
+    checked = [r for r in rows if any(k in r for k in SOAK_TOKEN_CHECK_FIELDS)]
+    if not checked:
+        return base + "; it does not compare token contents (it predates the soak's token check)."
+    sp = checked[0]["_params"]
+    out = (f"{base}, and the tokens of every {sp['soak_check_every']}th request (`samples/decode_loop/soak_check.h`): every other "
+           "checked request repeats an earlier one with one of its tokens as the only stop token and must end "
+           "at its first occurrence, and after the soak a host-driven loop replays every checked request "
+           "and must produce the same tokens (" +
+           series(f"{r['checked_tokens']:,} tokens, {r['_params']['soak_check_replay_s']:.2f} s on the "
+                  f"{r['_engine']} run" for r in checked) + ").")
+    if len(checked) < len(rows):
+        out += " A soak without the columns predates the check."
+    return out
 
 
 def soak_part(b, prefix):
@@ -245,16 +301,17 @@ def soak_part(b, prefix):
             rows.append(dict(r, _engine=d["params"]["soak_engine"], _passed=d["passed"], _params=d["params"]))
     if not rows:
         return []
-    sp = rows[0]["_params"]
+    sp = next((r["_params"] for r in rows if "soak_gemm" in r["_params"]), rows[0]["_params"])
     max_prompt = b.code("samples/decode_loop/soak.h", r"max_prompt = (\d+);")
     max_new = b.code("samples/decode_loop/soak.h", r"max_new = (\d+);")
     older = [f for f in files if not f.name.startswith(prefix + "-")]
     note = "; the run has none: the newest earlier" if older else ""
-    return [f"**Soak** ({series(link(f) for f in files)}{note}): the {sp['soak_model']} model at "
+    gemm = f" (`--gemm={sp['soak_gemm']}`)" if "soak_gemm" in sp else ""
+    return [f"**Soak** ({series(link(f) for f in files)}{note}): the {sp['soak_model']} model{gemm} at "
             f"batch {sp['soak_batch']}, temperature {sp['temperature']}, random prompts of up to "
             f"{max_prompt} tokens asking for up to {max_new} new tokens with up to three stop tokens "
             "(`samples/decode_loop/soak.h`), request-table entries reused, a "
             f"{sp['soak_watchdog_timeout_ms']} ms watchdog (an alarm fails the run); step-time percentiles "
-            "from the step clock's first and last windows, memory from `cudaMemGetInfo`. " + _soak_checks(rows),
+            "from the step clock's first and last windows, memory from `cudaMemGetInfo`. " + _soak_checks(b, rows),
             "",
             table(SOAK_COLUMNS, rows), ""]

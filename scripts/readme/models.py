@@ -108,12 +108,14 @@ PEER_ROWS = [
     ("Baton, the engine with the shorter step (tail-launch / conditional)",
      ["Baton tail-launch", "Baton conditional"]),
     ("Baton host loop (graph launch + sync per step)", ["Baton host graph + sync"]),
+    ("Baton bound: graph replays of the same steps, no decision", ["Baton graph replays of the same steps, no decision (bound)"]),
     ("PyTorch: gpt-fast-style step, torch.compile + CUDA graph, `.item()` per step", ["gpt-fast-compiled+sync"]),
     ("PyTorch: the same, no per-step sync (its lower bound)", ["gpt-fast-compiled-nosync"]),
     ("transformers `generate` (eager)", ["transformers-generate"]),
     ("HBM floor: the weights read once per step at the measured bandwidth", ["HBM floor (weights once per step)"]),
 ]
 PEER_BASE = "gpt-fast-compiled+sync"  # the PyTorch loop the ratios compare with
+ENGINES = PEER_ROWS[0][1]
 # ncu of the batch-1 step: (role, kernel, grid)
 NCU_KERNELS = [
     ("the gate|up GEMV", "GEMV bf16 (plain in, store)", "1024"),
@@ -124,47 +126,81 @@ NCU_KERNELS = [
 ]
 
 
-def peers_block(b, path, split_path=None, ncu_path=None):
-    d = b.json(path)
-    b.exempt += EXEMPT_NAMES
-    s = d["peers"]["settings"]
-    batches = sorted({r["batch"] for r in d["rows"]})
-    by = {(r["batch"], r["driver"]): r for r in d["rows"]}
+def _gpu(d):
+    return d.get("gpu") or d["device"]["name"]
 
-    def pick(drivers, batch):
-        rs = [by[(batch, x)] for x in drivers if (batch, x) in by]
+
+def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
+    """One table for the peers files of every GPU (one file per GPU), then each GPU's notes."""
+    b.exempt += EXEMPT_NAMES
+    files = [(path, b.json(path)) for path in paths]
+    d0 = files[0][1]
+    s = d0["peers"]["settings"]
+    batches = sorted({r["batch"] for _, d in files for r in d["rows"]})
+    by = {(_gpu(d), r["batch"], r["driver"]): r for _, d in files for r in d["rows"]}
+
+    def pick(gpu, drivers, batch):
+        rs = [by[(gpu, batch, x)] for x in drivers if (gpu, batch, x) in by]
         return min(rs, key=lambda r: r["us_per_step"]) if rs else None
 
-    def cell(drivers, batch):
-        r = pick(drivers, batch)
-        return "n/a" if r is None else f"{r['us_per_step']:,.0f} µs · {r['tokens_per_s']:,.0f} tok/s"
-    cols = [("driver", lambda row: row[0])] + [
-        (f"batch {x}", lambda row, x=x: cell(row[1], x)) for x in batches]
+    def cell(gpu, drivers, batch):
+        r = pick(gpu, drivers, batch)
+        if r is None:
+            return "n/a"
+        over = r.get("overhead_us")
+        return (f"{r['us_per_step']:,.0f} µs · {r['tokens_per_s']:,.0f} tok/s" +
+                ("" if over is None else f" · {over:+.1f}"))
+    cols = [("GPU", lambda row: row[0]), ("driver", lambda row: row[1])] + [
+        (f"batch {x}: µs/step · tokens/s · overhead µs", lambda row, x=x: cell(row[0], row[2], x)) for x in batches]
+    rows = [(_gpu(d), label, drivers) for _, d in files for label, drivers in PEER_ROWS
+            if any((_gpu(d), x, y) in by for x in batches for y in drivers)]
     gemm = {}
-    for x in batches:
-        for g in sorted({r["gemm"] for r in d["rows"] if r["batch"] == x and r.get("gemm")}):
-            gemm.setdefault(g, []).append(x)
+    for _, d in files:
+        for x in batches:
+            for g in sorted({r["gemm"] for r in d["rows"] if r["batch"] == x and r.get("gemm")}):
+                if x not in gemm.setdefault(g, []):
+                    gemm[g].append(x)
     gemms = series(f"`{g}` at batch {series([str(x) for x in xs])}" for g, xs in gemm.items())
-    out = [f"{DISPLAY.get(d['model'], d['model'])}'s shape, random {s['dtype']} weights, greedy, "
+    torch = series(list(dict.fromkeys(d["peers"]["torch"] for _, d in files)))
+    where = series(f"one {d['device']['name']} ({link(path)})" for path, d in files)
+    out = [f"{DISPLAY.get(d0['model'], d0['model'])}'s shape, random {s['dtype']} weights, greedy, "
            f"{s['prompt_tokens']} prompt + {s['new_tokens']} new tokens; Baton (`--gemm` {gemms}) and the "
-           f"PyTorch peers (`scripts/peers/pytorch_peers.py`, torch {d['peers']['torch']}) in one call on one "
-           f"{d['device']['name']} ({link(path)}); Baton's step is its mean device step (the step clock), the "
-           "peers' timing is the file's `peers.settings`.",
-           "", table(cols, [row for row in PEER_ROWS]), ""]
-    best = PEER_ROWS[0][1]
+           f"PyTorch peers (`scripts/peers/pytorch_peers.py`, torch {torch}) in one call per GPU, on {where}. "
+           "Baton's step is its mean device step (the step clock), the peers' timing is the files' "
+           "`peers.settings`; Baton's overhead is its step minus the bound row's, graph replays of the same "
+           "steps with no decision; tokens/s of Baton's drivers count the tokens their requests produced, "
+           "of the bound, the floor and the peers batch / step time (the files' `definitions`).",
+           "", table(cols, rows), ""]
+    for path, d in files:
+        out += [_peer_notes(b, d, pick, batches), ""]
+    if split_path:
+        out += [_split_sentence(b, split_path)]
+    if ncu_path and ncu_peers_path:
+        out += [_ncu_sentence(b, ncu_peers_path, ncu_path)]
+    return out
+
+
+def _peer_notes(b, d, pick, batches):
+    gpu = _gpu(d)
     lo, hi = batches[0], batches[-1]
-    base_lo, base_hi, floor = by.get((lo, PEER_BASE)), by.get((hi, PEER_BASE)), pick(PEER_ROWS[-1][1], lo)
+    base_lo, base_hi = pick(gpu, [PEER_BASE], lo), pick(gpu, [PEER_BASE], hi)
+    floor = pick(gpu, PEER_ROWS[-1][1], lo)
     notes, parts = [], []
-    if base_lo and base_hi:
-        step = b.derive(base_lo["us_per_step"] / pick(best, lo)["us_per_step"])
-        tps = b.derive(pick(best, hi)["tokens_per_s"] / base_hi["tokens_per_s"])
-        parts.append(f"Baton's batch-{lo} step is {step:.2f}× faster than the compiled PyTorch loop's and its "
-                     f"batch-{hi} tokens/s {tps:.2f}× that loop's")
-    if floor:
-        ratio = b.derive(pick(best, lo)["us_per_step"] / floor["us_per_step"])
+    if base_lo and base_hi and pick(gpu, ENGINES, lo) and pick(gpu, ENGINES, hi):
+        step = b.derive(base_lo["us_per_step"] / pick(gpu, ENGINES, lo)["us_per_step"])
+        tps = b.derive(pick(gpu, ENGINES, hi)["tokens_per_s"] / base_hi["tokens_per_s"])
+        parts.append(f"{gpu}: Baton's batch-{lo} step is {step:.2f}× faster than the compiled PyTorch loop's and "
+                     f"its batch-{hi} tokens/s {tps:.2f}× that loop's")
+    if floor and pick(gpu, ENGINES, lo):
+        ratio = b.derive(pick(gpu, ENGINES, lo)["us_per_step"] / floor["us_per_step"])
         parts.append(f"its batch-{lo} step is {ratio:.2f}× the HBM floor")
     if parts:
-        notes.append(", but ".join(parts)[0].upper() + ", but ".join(parts)[1:] + ".")
+        notes.append(", but ".join(parts) + ".")
+    below = [r for r in d["rows"] if (r.get("overhead_us") or 0) < 0]
+    if below:
+        notes.append(series(f"{r['driver']} at batch {r['batch']} (`--gemm` `{r['gemm']}`)" for r in below) +
+                     " ran faster than the bound (" + series(f"{r['overhead_us']:.1f} µs" for r in below) +
+                     "), which is therefore not a lower bound there.")
     same = all(r.get("same_tokens", True) for r in d["rows"])
     notes.append("Baton's drivers produced the same tokens at every batch." if same else
                  "**Baton's drivers did not all produce the same tokens.**")
@@ -173,12 +209,7 @@ def peers_block(b, path, split_path=None, ncu_path=None):
         measured = next((f"{v:g}" + next((u for s_, u in units.items() if k.endswith(s_)), "")
                          for k, v in t.items() if k.startswith("measured")), "?")
         notes.append(f"Target \"{t['target']}\": {measured}, {'met' if t['met'] else 'missed'}.")
-    out += [" ".join(notes), ""]
-    if split_path:
-        out += [_split_sentence(b, split_path)]
-    if ncu_path:
-        out += [_ncu_sentence(b, d, ncu_path)]
-    return out
+    return " ".join(notes)
 
 
 def _split_sentence(b, path):
@@ -190,14 +221,14 @@ def _split_sentence(b, path):
             "that did not help).")
 
 
-def _ncu_sentence(b, d, path):
+def _ncu_sentence(b, peers_path, path):
     b.text(path)
-    ks = d["b1_kernels_ncu"]["kernels"]
+    ks = b.json(peers_path)["b1_kernels_ncu"]["kernels"]
     found = []
     for role, name, grid in NCU_KERNELS:
         k = next((k for k in ks if k["kernel"] == name and str(k["grid"]) == grid), None)
         if k:
             found.append(f"{role} {b.derive(100 * k['fraction_of_read_bandwidth']):.0f}%")
-    return (f"Under ncu (each kernel alone, {link(path)}; the peers file's `b1_kernels_ncu`) the "
-            f"kernels reach this fraction of the read bandwidth: {series(found)}; the GEMVs under one "
-            "wave are latency-bound, and attention takes the rest:")
+    return (f"Under ncu (each kernel alone, {link(path)}; the `b1_kernels_ncu` of {link(peers_path)}, an "
+            "earlier H200 peers run) the kernels reach this fraction of the read bandwidth: "
+            f"{series(found)}; the GEMVs under one wave are latency-bound, and attention takes the rest:")

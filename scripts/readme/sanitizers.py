@@ -7,6 +7,7 @@ to the reader of the file):
   memcheck device_test: exit 0, 0 sanitizer errors [(--gtest_filter=...)]
   memcheck device_fault_gpu_test: skipped (why)
   [memcheck ]decode_gemv_gpu_test rc=0 errors=0 at 9 s
+  memcheck runtime_gpu_test rc=0 error_reports=0 [filter=...] at 2 s
 """
 import re
 
@@ -17,7 +18,7 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 _CONTROL = re.compile(r"^control (\w+): caught \((\d+) errors?\)")
 _EXIT = re.compile(r"^(\w+) ([\w.-]+): exit (\d+), (\d+|\?) sanitizer errors?(.*)$")
 _SKIP = re.compile(r"^(\w+) ([\w.-]+): skipped \((.*)\)$")
-_RC = re.compile(r"^(?:(%s) )?([\w.-]+) rc=(\d+) errors=(\d*)" % "|".join(TOOLS))
+_RC = re.compile(r"^(?:(%s) )?([\w.-]+) rc=(\d+) (?:errors|error_reports)=(\d*)(\s+filter=\S+)?" % "|".join(TOOLS))
 
 
 def parse(body, default_tool=None):
@@ -48,9 +49,9 @@ def parse(body, default_tool=None):
             m = _RC.match(line)
             if not m or not (m.group(1) or default_tool):
                 continue
-            name, binary, rc, errors = m.groups()
+            name, binary, rc, errors, filtered = m.groups()
             name = name or default_tool
-            run = (int(rc), int(errors) if errors else None, False)
+            run = (int(rc), int(errors) if errors else None, bool(filtered))
         t = tool(name)
         if binary in t["runs"] and t["runs"][binary][:2] != (0, 0):
             t["rerun"].add(binary)
@@ -108,7 +109,7 @@ def sanitizer_part(b, prefix):
     if not files:
         return []
     columns = [("tool", lambda tool: tool)] + [
-        (f"[`{path.name}`](results/{path.name})", lambda tool, tools=tools: _cell(tools.get(tool)))
+        (link(path), lambda tool, tools=tools: _cell(tools.get(tool)))
         for path, tools in files]
     notes = ["The sanitizer files of this GPU and day (a binary's last run counts); their `#` comments say "
              "which build each covers and, with `scripts/sanitizer_skips.sh`, why a binary was skipped, failed "

@@ -5,10 +5,14 @@ import textwrap
 from .inputs import relative
 
 
+# Prepended to link targets: "../" while rendering a block for a file under docs/.
+LINK_BASE = ""
+
+
 def link(path, short=True):
     """A Markdown link to a committed file (its path from the repository root; `short`: its name)."""
     rel = relative(path)
-    return f"[`{rel.rsplit('/', 1)[-1] if short else rel}`]({rel})"
+    return f"[`{rel.rsplit('/', 1)[-1] if short else rel}`]({LINK_BASE}{rel})"
 
 
 def table(columns, rows):
