@@ -17,13 +17,8 @@ Baton's sequences, teacher-forced, and compare:
     scripts/checkpoints/parity.py --compare-only /tmp/parity/tiny-llama3.baton --out r.json
     scripts/checkpoints/parity.py --self-test --presets tiny-llama3 --device cpu
 
-The dump Baton writes (decode_loop --parity_out=PREFIX):
-  PREFIX.json        {"checkpoint", "dtype": "bf16"|"fp16", "vocab", "logits_file",
-                      "runs": [{"batch", "driver", "sequences": [{"entry", "prompt",
-                      "generated", "logits_row"}]}]}
-  PREFIX.logits.f32  float32 little-endian rows of `vocab` values; row k holds the
-                     logits of the step that produced a sequence's last generated
-                     token (position len(prompt) + len(generated) - 2).
+The dump Baton writes (decode_loop --parity_out=PREFIX) is described, read and
+validated in parity_dump.py.
 
 Random models have near-uniform logits (make_checkpoint.py says why), so the
 top two logits of a position are often close and a correct bf16 implementation

@@ -36,34 +36,27 @@ def _norm(text):
     return text.replace(",", "").replace("−", "-").lstrip("+")
 
 
-class TInt(int):
-    """An int read from an input or derived from inputs: printing it is recorded."""
+def _tracked(base):
+    """A `base` (int or float) read from an input or derived from inputs: printing it is recorded."""
 
-    def __new__(cls, value, block):
-        obj = int.__new__(cls, value)
-        obj._block = block
-        return obj
+    class Tracked(base):
+        def __new__(cls, value, block):
+            obj = base.__new__(cls, value)
+            obj._block = block
+            return obj
 
-    def __format__(self, spec):
-        return self._block._emit(int.__format__(self, spec) if spec else int.__repr__(self))
+        def __format__(self, spec):
+            return self._block._emit(base.__format__(self, spec) if spec else base.__repr__(self))
 
-    def __str__(self):
-        return self.__format__("")
+        def __str__(self):
+            return self.__format__("")
+
+    Tracked.__name__ = Tracked.__qualname__ = "T" + base.__name__.capitalize()
+    return Tracked
 
 
-class TFloat(float):
-    """A float read from an input or derived from inputs: printing it is recorded."""
-
-    def __new__(cls, value, block):
-        obj = float.__new__(cls, value)
-        obj._block = block
-        return obj
-
-    def __format__(self, spec):
-        return self._block._emit(float.__format__(self, spec) if spec else float.__repr__(self))
-
-    def __str__(self):
-        return self.__format__("")
+TInt = _tracked(int)
+TFloat = _tracked(float)
 
 
 def relative(path):
