@@ -1,0 +1,85 @@
+// Causal attention for a step whose positions each hold a chunk of token
+// rows (prefill chunks and single decoding tokens alike): FlashAttention-2 on
+// tensor cores, grouped-query aware. Plain C++ (no Abseil), so the decoder's
+// step in .cc and .cu files and the dynamic-parallelism step can use it.
+//
+// Position p (p < *active, p < capacity) owns rows [first_row[p],
+// first_row[p] + tokens[p]) of qkv and out; its row i is sequence position
+// start[p] + i of the sequence at KV-cache slot slots[p], and attends
+// causally over that sequence's keys [0, start[p] + i] of the key/value head
+// of its query head (head h reads kv head h / group_size()):
+//   out[r][h * head_dim + d] = softmax(q · Kᵀ / sqrt(head_dim)) · V.
+// Every key and value it reads is already in the cache (the chunk's own rows
+// included: a kernel before this one rotated and appended them).
+//
+// A position is skipped (its rows are never written) when it is dead (p >=
+// *active), empty (tokens 0), at a slot >= max_slots, at start < 0, or out
+// of range (start + tokens > max_context or first_row + tokens > rows).
+// Rows no live position owns are never written either. The row ranges of
+// live positions must not overlap (each row is one token of one sequence).
+//
+// Deterministic: one block computes each output row, summing in a fixed
+// order (no atomics), so the bits never depend on timing, and a row's bits
+// depend only on its q, its context and the group size (not on the other
+// positions or on capacity).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "baton/config.h"
+#include "baton/decoder_config.h"
+#include "kernels/decode_kernels.h"
+
+namespace baton {
+
+struct ChunkAttentionBatch {
+  const std::uint32_t* active = nullptr;     // device: live positions (p < *active)
+  std::uint32_t capacity = 0;                // positions the launch covers
+  std::uint32_t rows = 0;                    // rows the launch covers (qkv/out have this many)
+  const std::uint32_t* tokens = nullptr;     // [capacity] rows of position p this step (0: none)
+  const std::uint32_t* first_row = nullptr;  // [capacity] p's first row (rows of p are consecutive)
+  const std::uint32_t* slots = nullptr;      // [capacity] p's KV-cache slot (>= max_slots: skip p)
+  const std::int32_t* start = nullptr;       // [capacity] sequence position of p's first row (<0: skip p)
+  std::uint32_t max_slots = 0;
+  bool launch_next_early = false;            // as DecodeBatch's (PDL); settled data may be read before the wait
+};
+
+namespace detail::chunk {
+// Query rows one block serves: 4 warps of 16 rows, each row a (token, query
+// head of the group) pair, token-major (row = token * group + head in group).
+inline constexpr int kTileRows = 64;
+inline constexpr int kThreads = 128;
+}  // namespace detail::chunk
+
+// The grid EnqueueChunkAttention launches for `capacity` positions and
+// `rows` rows: x covers the worst case of tiles, sum over positions of
+// ceil(tokens * group / 64) <= ceil(rows * group / 64) + capacity (each
+// position wastes less than one tile), y = key/value heads. Blocks beyond the
+// step's actual tiles exit at once. A dynamic-parallelism caller may pass the
+// actual rows and live positions instead (any grid that covers the tiles of
+// the live positions is correct). Callable on the device.
+[[nodiscard]] BATON_HOST_DEVICE inline dim3 chunk_attention_grid(const DecoderConfig& config,
+                                                                 std::uint32_t capacity,
+                                                                 std::uint32_t rows) {
+  const unsigned long long query_rows =
+      static_cast<unsigned long long>(rows) * static_cast<unsigned>(config.group_size());
+  const unsigned long long tiles =
+      (query_rows + detail::chunk::kTileRows - 1) / detail::chunk::kTileRows + capacity;
+  return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(config.key_value_heads()), 1);
+}
+
+// Enqueues the attention of every live position's rows (see above), with
+// programmatic dependent launch (it reads q and the cache only after
+// wait_for_previous_nodes). Returns cudaErrorInvalidValue, before any launch
+// (cudaGetLastError stays clean), for a head_dim that is not a multiple of
+// 16 in [16, 128] (the caller then falls back to another kernel), heads not
+// a multiple of kv_heads, max_context <= 0, a null pointer, capacity 0, a
+// pointer not 16-byte aligned, or a grid past CUDA's limits; otherwise the
+// launch's error.
+[[nodiscard]] cudaError_t EnqueueChunkAttention(const DecoderConfig& config, const void* qkv,
+                                                KvCacheLayer cache, ChunkAttentionBatch batch,
+                                                void* out, cudaStream_t stream);
+
+}  // namespace baton
