@@ -86,11 +86,10 @@ struct ChunkAttentionShared {
 template <class T, int D>
 inline constexpr std::size_t kSharedBytes = sizeof(ChunkAttentionShared<T, D>);
 
-// cp.async of 16 bytes, zero-filled (nothing read) when !valid; `global`
-// must still be a valid address.
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+// cp.async of 16 bytes to shared address `shared`, zero-filled (nothing
+// read) when !valid; `global` must still be a valid address.
+__device__ __forceinline__ void cp_async_16(unsigned shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global),
                "r"(valid ? 16 : 0)
                : "memory");
 }
@@ -102,41 +101,45 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* shared) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned shared) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+               : "r"(shared));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* shared) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned shared) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+               : "r"(shared));
 }
 
-// Two fp32 values rounded to the storage type, packed as an mma operand
-// (the lower column in the low half), and the rounded values read back.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 2^x, flushing denormal results to 0 (weights below 2^-126 are lost in P's
+// 16-bit rounding anyway): one MUFU.EX2, without exp2f's denormal handling.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A B operand of all ones (1.0 in both halves): P · ones gives P's row sums
+// on the tensor cores, from the very values P · V multiplies.
 template <class T>
-__device__ __forceinline__ unsigned pack_rounded(float lo, float hi, float& lo_r, float& hi_r) {
+inline constexpr unsigned kOnes = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;
+
+// Two fp32 values rounded to the storage type and packed as an mma operand
+// (the lower column in the low half).
+template <class T>
+__device__ __forceinline__ unsigned pack(float lo, float hi) {
   if constexpr (std::is_same_v<T, __half>) {
     const __half2 h = __floats2half2_rn(lo, hi);
-    const float2 f = __half22float2(h);
-    lo_r = f.x;
-    hi_r = f.y;
     return *reinterpret_cast<const unsigned*>(&h);
   } else {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    const float2 f = __bfloat1622float2(h);
-    lo_r = f.x;
-    hi_r = f.y;
     return *reinterpret_cast<const unsigned*>(&h);
   }
-}
-template <class T>
-__device__ __forceinline__ unsigned pack(float lo, float hi) {
-  float a, b;
-  return pack_rounded<T>(lo, hi, a, b);
 }
 
 // Maps this block (blockIdx.x) to its (position, tile): the tiles of the
@@ -200,6 +203,16 @@ __device__ inline bool find_tile(const DecoderConfig& config, const ChunkAttenti
 // The attention of this block's tile (see the file comment). qkv [rows,
 // qkv_width], out [rows, attention_width]; grid chunk_attention_grid (or any
 // grid whose x covers the live tiles), y = key/value head, kThreads threads.
+//
+// The loop over key tiles is issue-bound next to its 64 mmas per warp, so
+// its addressing is precomputed: every shared-memory address is a per-lane
+// base XOR a compile-time offset plus an immediate (the swizzle flips only
+// bits below the row, and 2kk + b = 2kk ^ b), the scale is folded into one
+// FFMA per exp2, the row sums come from an mma of P with a ones operand, the
+// mask is applied only on tiles that reach past the warp's first row, and O
+// is rescaled only when a row max of the warp changed. (The first version,
+// addressing each fragment from (row, chunk), ran the 512-token chunk at 51
+// TFLOP/s on an H100.)
 template <class T, int D>
 __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, KvCacheLayer cache,
                                      const ChunkAttentionBatch& batch, T* out,
@@ -208,6 +221,11 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   constexpr int kKSteps = D / 16;
   constexpr int kDTiles = D / 8;  // n-tiles of O
   constexpr int kKeyTiles = kTileKeys / 8;
+  constexpr unsigned kRowBytes = kRowChunks<D> * 16;  // 128 or 256: the swizzle stays below it
+  constexpr unsigned kStageBytes = kTileKeys * kRowBytes;
+  constexpr int kLoads = kTileKeys * kChunks / kThreads;  // 16-byte loads per thread per tile
+  static_assert(kTileKeys == kTileRows && kTileKeys * kChunks % kThreads == 0,
+                "q and K/V tiles share one load pattern");
   // Everything this kernel reads (the batch, q, the chunk's own cache rows)
   // may come from the nodes before it: nothing before the wait. Every block
   // enters before it may return (no kernel ends before its predecessor).
@@ -216,7 +234,8 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   if (!batch.launch_next_early) allow_next_node();
 
   const int group = config.group_size();
-  if (!find_tile(config, batch, static_cast<std::uint32_t>(group), shared.warp_tiles, shared.work)) {
+  if (!find_tile(config, batch, static_cast<std::uint32_t>(group), shared.warp_tiles,
+                 shared.work)) {
     return;
   }
   const TileWork work = shared.work;
@@ -230,33 +249,46 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   const int key_tiles = (kv_end + kTileKeys - 1) / kTileKeys;
   const std::size_t qkv_width = config.qkv_width();
   const std::size_t out_width = config.attention_width();
-  const T* keys = static_cast<const T*>(cache.keys) +
-                  decode::cache_row(config, work.slot, kv_head, 0);
-  const T* values = static_cast<const T*>(cache.values) +
-                    decode::cache_row(config, work.slot, kv_head, 0);
+  const T* keys =
+      static_cast<const T*>(cache.keys) + decode::cache_row(config, work.slot, kv_head, 0);
+  const T* values =
+      static_cast<const T*>(cache.values) + decode::cache_row(config, work.slot, kv_head, 0);
   // Query row r of the tile: its token's row and its head's column.
   const auto head_offset = [&](int r, std::size_t width) {
     const int qr = row0 + r;
     const int token = qr / group;
-    return (work.first_row + token) * width + static_cast<std::size_t>(kv_head * group + qr - token * group) * D;
+    return (work.first_row + token) * width +
+           static_cast<std::size_t>(kv_head * group + qr - token * group) * D;
   };
+  const unsigned q_base = shared_address(shared.q);
+  const unsigned k_base = shared_address(shared.k[0]);
+  const unsigned v_base = shared_address(shared.v[0]);
 
+  // Load n of this thread: row i / kChunks, chunk i % kChunks of a tile.
   // q rows past the tile and keys past kv_end are zero-filled (their scores
   // are masked; zeros keep garbage such as NaN out of P·V).
-  for (int i = threadIdx.x; i < kTileRows * kChunks; i += kThreads) {
+#pragma unroll
+  for (int n = 0; n < kLoads; ++n) {
+    const int i = threadIdx.x + n * kThreads;
     const int r = i / kChunks, c = i % kChunks;
     const bool valid = r < tile_rows;
-    cp_async_16(&shared.q[swizzle<D>(r, c)], valid ? qkv + head_offset(r, qkv_width) + c * 8 : qkv,
-                valid);
+    cp_async_16(q_base + r * kRowBytes + ((c ^ (r & 7)) << 4),
+                valid ? qkv + head_offset(r, qkv_width) + c * 8 : qkv, valid);
   }
   const auto load_keys_values = [&](int tile, int stage) {
-    const int key0 = tile * kTileKeys;
-    for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int limit = kv_end - tile * kTileKeys;  // rows of this tile in the context
+    const T* k_tile = keys + static_cast<std::size_t>(tile) * kTileKeys * D;
+    const T* v_tile = values + static_cast<std::size_t>(tile) * kTileKeys * D;
+    const unsigned stage_offset = stage * kStageBytes;
+#pragma unroll
+    for (int n = 0; n < kLoads; ++n) {
+      const int i = threadIdx.x + n * kThreads;
       const int r = i / kChunks, c = i % kChunks;
-      const bool valid = key0 + r < kv_end;
-      const std::size_t at = valid ? static_cast<std::size_t>(key0 + r) * D + c * 8 : 0;
-      cp_async_16(&shared.k[stage][swizzle<D>(r, c)], keys + at, valid);
-      cp_async_16(&shared.v[stage][swizzle<D>(r, c)], values + at, valid);
+      const bool valid = r < limit;
+      const unsigned to = stage_offset + r * kRowBytes + ((c ^ (r & 7)) << 4);
+      const int from = valid ? r * D + c * 8 : 0;
+      cp_async_16(k_base + to, k_tile + from, valid);
+      cp_async_16(v_base + to, v_tile + from, valid);
     }
   };
   load_keys_values(0, 0);
@@ -264,13 +296,13 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
 #pragma unroll
   for (int s = 1; s < kStages - 1; ++s) {
     if (s < key_tiles) load_keys_values(s, s);
-    cp_async_commit();  // always one group per tile slot, empty or not: uniform wait counts
+    cp_async_commit();  // one group per tile, empty or not: uniform wait counts
   }
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int quad = lane % 4;          // the thread's column pair in an mma tile
-  const int mrow = lane % 8;          // the row this lane addresses for ldmatrix
-  const int matrix = lane / 8;        // the 8x8 matrix of an x4 ldmatrix it addresses
+  const int quad = lane % 4;    // the thread's column pair in an mma tile
+  const int mrow = lane % 8;    // the row (mod 8) this lane addresses for ldmatrix
+  const int matrix = lane / 8;  // the 8x8 matrix of an x4 ldmatrix it addresses
   const int wrow0 = warp * kWarpRows;  // the warp's first tile row
   // A warp whose rows all lie past the tile only helps load.
   const bool warp_works = wrow0 < tile_rows;
@@ -283,130 +315,140 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   const int warp_first = start + (row0 + min(wrow0, tile_rows - 1)) / group;
   const int warp_last = start + (row0 + min(wrow0 + kWarpRows, tile_rows) - 1) / group;
   const float scale_log2 = rsqrtf(static_cast<float>(D)) * 1.4426950408889634f;
+  // Per-lane ldmatrix offsets. Q's matrices: rows +0/+8 (matrix & 1), chunk
+  // 2kk + (matrix >> 1). K's (S = Q·Kᵀ): n-tiles t/t+1 (matrix >> 1), chunk
+  // 2kk + (matrix & 1). V's (transposed): keys +0/+8 (matrix & 1), chunk
+  // t + (matrix >> 1). Every row addressed is = mrow mod 8.
+  const unsigned lane_q =
+      (wrow0 + mrow + (matrix & 1) * 8) * kRowBytes + (((matrix >> 1) ^ mrow) << 4);
+  const unsigned lane_k = ((matrix >> 1) * 8 + mrow) * kRowBytes + (((matrix & 1) ^ mrow) << 4);
+  const unsigned lane_v = ((matrix & 1) * 8 + mrow) * kRowBytes + (((matrix >> 1) ^ mrow) << 4);
 
   unsigned qf[kKSteps][4];
   float o[kDTiles][4];
 #pragma unroll
   for (int t = 0; t < kDTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
-  // Running max (log2 units) and this thread's part of the row sums.
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // P · ones: row a in [0], row b in [2]
+  float m_a = -INFINITY, m_b = -INFINITY;    // running row maxima of the raw scores
 
   cp_async_wait<kStages - 2>();
   __syncthreads();  // q and tile 0 are in shared memory
   if (warp_works) {
 #pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      ldmatrix_x4(qf[kk], &shared.q[swizzle<D>(wrow0 + mrow + (matrix & 1) * 8,
-                                               2 * kk + (matrix >> 1))]);
-    }
+    for (int kk = 0; kk < kKSteps; ++kk) ldmatrix_x4(qf[kk], q_base + (lane_q ^ (kk << 5)));
   }
+  int read_stage = 0, write_stage = kStages - 1;
   for (int j = 0;;) {
     // Refill the stage consumed in iteration j - 1 (every thread is past it).
-    const int next = j + kStages - 1;
-    if (next < key_tiles) load_keys_values(next, next % kStages);
+    if (j + kStages - 1 < key_tiles) load_keys_values(j + kStages - 1, write_stage);
     cp_async_commit();
     const int key0 = j * kTileKeys;
     if (warp_works && key0 <= warp_last) {
-      const uint4* ks = shared.k[j % kStages];
-      const uint4* vs = shared.v[j % kStages];
+      const unsigned k_stage = k_base + read_stage * kStageBytes;
+      const unsigned v_stage = v_base + read_stage * kStageBytes;
       float s[kKeyTiles][4];
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) {
+        const unsigned at = k_stage + (lane_k ^ (kk << 5));
 #pragma unroll
         for (int t = 0; t < kKeyTiles; t += 2) {
-          // Matrices: keys of n-tile t at d-chunks 2kk, 2kk+1, then n-tile t+1.
           unsigned b[4];
-          ldmatrix_x4(b, &ks[swizzle<D>((t + (matrix >> 1)) * 8 + mrow, 2 * kk + (matrix & 1))]);
+          ldmatrix_x4(b, at + t * 8 * kRowBytes);
           decode::mma_16816<T>(s[t], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
           decode::mma_16816<T>(s[t + 1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
         }
       }
-      // Scale into log2 units and mask keys past each row's own position
-      // (only tiles that reach past the warp's first row need it).
-      const bool masked = key0 + kTileKeys - 1 > warp_first;
+      // Keys past each row's own position, on tiles that reach past the
+      // warp's first row (warp-uniform).
+      if (key0 + kTileKeys - 1 > warp_first) {
+#pragma unroll
+        for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key0 + t * 8 + quad * 2 + e;
+            if (key > limit_a) s[t][e] = -INFINITY;
+            if (key > limit_b) s[t][2 + e] = -INFINITY;
+          }
+        }
+      }
       float max_a = m_a, max_b = m_b;
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = key0 + t * 8 + quad * 2 + e;
-          float xa = s[t][e] * scale_log2, xb = s[t][2 + e] * scale_log2;
-          if (masked && key > limit_a) xa = -INFINITY;
-          if (masked && key > limit_b) xb = -INFINITY;
-          s[t][e] = xa;
-          s[t][2 + e] = xb;
-          max_a = fmaxf(max_a, xa);
-          max_b = fmaxf(max_b, xb);
-        }
+        max_a = fmaxf(max_a, fmaxf(s[t][0], s[t][1]));
+        max_b = fmaxf(max_b, fmaxf(s[t][2], s[t][3]));
       }
       // The row's 4 threads (a quad) hold its 64 scores.
       max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 1));
       max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 2));
       max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 1));
       max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 2));
-      // Finite from the first tile on: key 0 is in every row's context.
-      const float rescale_a = exp2f(m_a - max_a), rescale_b = exp2f(m_b - max_b);
-      m_a = max_a;
-      m_b = max_b;
-      // P rounded to the storage type for the mma; the row sums add the
-      // rounded values, so numerator and denominator use the same weights.
+      // Finite from the first tile on (key 0 is in every row's context); the
+      // first tile rescales zeros by exp2(-inf) = 0.
+      if (!__all_sync(0xffffffffu, max_a == m_a && max_b == m_b)) {
+        const float rescale_a = fast_exp2((m_a - max_a) * scale_log2);
+        const float rescale_b = fast_exp2((m_b - max_b) * scale_log2);
+#pragma unroll
+        for (int t = 0; t < kDTiles; ++t) {
+          o[t][0] *= rescale_a;
+          o[t][1] *= rescale_a;
+          o[t][2] *= rescale_b;
+          o[t][3] *= rescale_b;
+        }
+        sums[0] *= rescale_a;
+        sums[1] *= rescale_a;
+        sums[2] *= rescale_b;
+        sums[3] *= rescale_b;
+        m_a = max_a;
+        m_b = max_b;
+      }
+      // P = 2^((s - max) * scale), rounded to the storage type for the mma.
+      const float shift_a = -m_a * scale_log2, shift_b = -m_b * scale_log2;
       unsigned p[kKeyTiles][2];
-      float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) {
-        float r0, r1;
-        p[t][0] = pack_rounded<T>(exp2f(s[t][0] - m_a), exp2f(s[t][1] - m_a), r0, r1);
-        sum_a += r0 + r1;
-        p[t][1] = pack_rounded<T>(exp2f(s[t][2] - m_b), exp2f(s[t][3] - m_b), r0, r1);
-        sum_b += r0 + r1;
-      }
-      l_a = l_a * rescale_a + sum_a;
-      l_b = l_b * rescale_b + sum_b;
-#pragma unroll
-      for (int t = 0; t < kDTiles; ++t) {
-        o[t][0] *= rescale_a;
-        o[t][1] *= rescale_a;
-        o[t][2] *= rescale_b;
-        o[t][3] *= rescale_b;
+        p[t][0] = pack<T>(fast_exp2(fmaf(s[t][0], scale_log2, shift_a)),
+                          fast_exp2(fmaf(s[t][1], scale_log2, shift_a)));
+        p[t][1] = pack<T>(fast_exp2(fmaf(s[t][2], scale_log2, shift_b)),
+                          fast_exp2(fmaf(s[t][3], scale_log2, shift_b)));
       }
 #pragma unroll
       for (int kk = 0; kk < kTileKeys / 16; ++kk) {
         if (key0 + kk * 16 > warp_last) break;  // P is zero from here on
+        const unsigned a0 = p[2 * kk][0], a1 = p[2 * kk][1];
+        const unsigned a2 = p[2 * kk + 1][0], a3 = p[2 * kk + 1][1];
+        decode::mma_16816<T>(sums, a0, a1, a2, a3, kOnes<T>, kOnes<T>);
+        const unsigned at = v_stage + kk * 16 * kRowBytes;
 #pragma unroll
         for (int t = 0; t < kDTiles; t += 2) {
-          // Matrices (transposed): keys 16kk..+7 and +8..+15 of d-chunk t, then t+1.
           unsigned b[4];
-          ldmatrix_x4_trans(b, &vs[swizzle<D>(kk * 16 + mrow + (matrix & 1) * 8,
-                                              t + (matrix >> 1))]);
-          decode::mma_16816<T>(o[t], p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0],
-                               p[2 * kk + 1][1], b[0], b[1]);
-          decode::mma_16816<T>(o[t + 1], p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0],
-                               p[2 * kk + 1][1], b[2], b[3]);
+          ldmatrix_x4_trans(b, at + (lane_v ^ (t << 4)));
+          decode::mma_16816<T>(o[t], a0, a1, a2, a3, b[0], b[1]);
+          decode::mma_16816<T>(o[t + 1], a0, a1, a2, a3, b[2], b[3]);
         }
       }
     }
     if (++j == key_tiles) break;
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+    write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile j has landed, and every warp is done with tile j - 1
   }
   cp_async_wait<0>();  // only empty groups remain; leave none behind
   if (!warp_works) return;
 
-  // The row sums over the quad (a fixed butterfly: the same bits in all
-  // four threads), then O / l staged in the warp's own q rows (only this
-  // warp ever read them) and stored 16 bytes at a time.
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-  const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
-  unsigned* staged = reinterpret_cast<unsigned*>(shared.q);
+  // O / l staged in the warp's own q rows (only this warp ever read them),
+  // then stored 16 bytes at a time. Every column of P · ones is the row sum.
+  const float inv_a = 1.0f / sums[0], inv_b = 1.0f / sums[2];
+  char* staged = reinterpret_cast<char*>(shared.q);
+  const unsigned stage_a = row_a * kRowBytes + ((lane / 4) << 4);  // row_a = lane / 4 mod 8
 #pragma unroll
   for (int t = 0; t < kDTiles; ++t) {
-    staged[swizzle<D>(row_a, t) * 4 + quad] = pack<T>(o[t][0] * inv_a, o[t][1] * inv_a);
-    staged[swizzle<D>(row_b, t) * 4 + quad] = pack<T>(o[t][2] * inv_b, o[t][3] * inv_b);
+    const unsigned at = (stage_a ^ (t << 4)) + quad * 4;
+    *reinterpret_cast<unsigned*>(staged + at) = pack<T>(o[t][0] * inv_a, o[t][1] * inv_a);
+    *reinterpret_cast<unsigned*>(staged + at + 8 * kRowBytes) =
+        pack<T>(o[t][2] * inv_b, o[t][3] * inv_b);
   }
   __syncwarp();
   for (int i = lane; i < kWarpRows * kChunks; i += 32) {
