@@ -311,7 +311,9 @@ TEST_F(ChunkAttentionLaunchTest, RefusesWhatItCannotRun) {
   DecoderConfig config = ShapeConfig({4, 2, 64}, DecoderDType::kBFloat16, 16);
   cudaStream_t stream = stream_.get();
   const auto enqueue = [&](const DecoderConfig& c, ChunkAttentionBatch b, const void* qkv,
-                           void* out) { return EnqueueChunkAttention(c, qkv, cache, b, out, stream); };
+                           void* out) {
+    return EnqueueChunkAttention(c, qkv, cache, b, out, stream);
+  };
   ASSERT_EQ(enqueue(config, batch, d_data.data(), d_data.data()), cudaSuccess);
   for (int head_dim : {8, 10, 72, 136, 256}) {
     DecoderConfig bad = config;
@@ -376,8 +378,8 @@ TEST_F(ChunkAttentionLaunchTest, DISABLED_Timing) {
     auto d_keys = Poisoned<std::uint16_t>(cache_elements);
     auto d_values = Poisoned<std::uint16_t>(cache_elements);
     auto d_qkv = Poisoned<std::uint16_t>(static_cast<std::size_t>(step.rows) * config.qkv_width());
-    auto d_out = Poisoned<std::uint16_t>(static_cast<std::size_t>(step.rows) *
-                                         config.attention_width());
+    auto d_out =
+        Poisoned<std::uint16_t>(static_cast<std::size_t>(step.rows) * config.attention_width());
     // Small finite values (0x2020 is about 1e-19 in bf16).
     ASSERT_EQ(cudaMemset(d_keys.data(), 0x20, d_keys.bytes()), cudaSuccess);
     ASSERT_EQ(cudaMemset(d_values.data(), 0x20, d_values.bytes()), cudaSuccess);
@@ -393,14 +395,14 @@ TEST_F(ChunkAttentionLaunchTest, DISABLED_Timing) {
     cudaEvent_t begin, end;
     ASSERT_EQ(cudaEventCreate(&begin), cudaSuccess);
     ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
-    ASSERT_EQ(EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(),
-                                    stream_.get()),
-              cudaSuccess);  // warm-up
+    ASSERT_EQ(
+        EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(), stream_.get()),
+        cudaSuccess);  // warm-up
     ASSERT_EQ(cudaEventRecord(begin, stream_.get()), cudaSuccess);
     for (int r = 0; r < reps; ++r) {
-      ASSERT_EQ(EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(),
-                                      stream_.get()),
-                cudaSuccess);
+      ASSERT_EQ(
+          EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(), stream_.get()),
+          cudaSuccess);
     }
     ASSERT_EQ(cudaEventRecord(end, stream_.get()), cudaSuccess);
     Sync();

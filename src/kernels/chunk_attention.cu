@@ -31,10 +31,9 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int D>
 cudaError_t launch(const DecoderConfig& config, const void* qkv, KvCacheLayer cache,
                    const ChunkAttentionBatch& batch, void* out, cudaStream_t stream) {
-  const cudaError_t opted_in =
-      cudaFuncSetAttribute(chunk_attention_kernel<T, D>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSharedBytes<T, D>));
+  const cudaError_t opted_in = cudaFuncSetAttribute(chunk_attention_kernel<T, D>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(kSharedBytes<T, D>));
   if (opted_in != cudaSuccess) return opted_in;
   return launch_step_kernel(chunk_attention_kernel<T, D>,
                             chunk_attention_grid(config, batch.capacity, batch.rows),
@@ -74,10 +73,9 @@ bool aligned(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 1
 cudaError_t EnqueueChunkAttention(const DecoderConfig& config, const void* qkv, KvCacheLayer cache,
                                   ChunkAttentionBatch batch, void* out, cudaStream_t stream) {
   // Checked before any launch, so a refusal leaves no error behind.
-  if (config.head_dim < kMinHeadDim || config.head_dim > kMaxHeadDim ||
-      config.head_dim % 16 != 0 || config.heads <= 0 || config.kv_heads < 0 ||
-      config.heads % config.key_value_heads() != 0 || config.max_context <= 0 ||
-      config.key_value_heads() > 65535) {
+  if (config.head_dim < kMinHeadDim || config.head_dim > kMaxHeadDim || config.head_dim % 16 != 0 ||
+      config.heads <= 0 || config.kv_heads < 0 || config.heads % config.key_value_heads() != 0 ||
+      config.max_context <= 0 || config.key_value_heads() > 65535) {
     return cudaErrorInvalidValue;
   }
   if (qkv == nullptr || out == nullptr || cache.keys == nullptr || cache.values == nullptr ||

@@ -41,9 +41,12 @@ struct ChunkAttentionBatch {
   const std::uint32_t* tokens = nullptr;     // [capacity] rows of position p this step (0: none)
   const std::uint32_t* first_row = nullptr;  // [capacity] p's first row (rows of p are consecutive)
   const std::uint32_t* slots = nullptr;      // [capacity] p's KV-cache slot (>= max_slots: skip p)
-  const std::int32_t* start = nullptr;       // [capacity] sequence position of p's first row (<0: skip p)
+  // [capacity] sequence position of p's first row (<0: skip p)
+  const std::int32_t* start = nullptr;
   std::uint32_t max_slots = 0;
-  bool launch_next_early = false;            // as DecodeBatch's (PDL); settled data may be read before the wait
+  // As DecodeBatch's (PDL): lets the next node launch before this kernel's
+  // wait; settled data may be read before the wait.
+  bool launch_next_early = false;
 };
 
 namespace detail::chunk {
