@@ -1,0 +1,368 @@
+// The runtime's own GEMM for steps that hold many token rows (prefill
+// chunks): the kernel body, shared by the graph path (gemm.cu) and any
+// dynamic-parallelism step that compiles it into its own __global__ wrapper.
+// Internal; Abseil-free.
+//
+// y[r] = W · x[r] on tensor cores: a block computes a kM x kN tile of the
+// output (token rows x output features) with mma.sync m16n8k16 (fp32
+// accumulation), its warps each a kWarpM x kWarpN part. x and W tiles of kK
+// columns stream through a cp.async pipeline of kStages shared-memory stages
+// (16-byte copies, zero-filled past the live rows, past out_features and past
+// in_features) and reach the tensor cores through ldmatrix. Rows of 16-byte
+// chunks are XOR-swizzled so that both the copies and ldmatrix's 8-row
+// phases touch eight distinct 16-byte bank groups (no bank conflicts).
+//
+// Row invariance: every output element is one accumulator that receives the
+// mmas of k = 0, 16, 32, ... in that order, exactly ceil(in_features / 16)
+// of them (a k step wholly past in_features is skipped, never added as
+// zeros), whatever the tile shape, the capacity, *active or the other rows.
+// An mma computes each element from its own row of A and column of B, so
+// y[r] has the same bits in any batch and under any of the tile shapes below:
+// the launcher may choose the tile from the batch's size.
+//
+// Programmatic dependent launch: the weight tiles of the first kStages - 1
+// stages are requested before the wait for the previous node (weights are
+// constant); x, *active and the residual are read only after it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "baton/config.h"
+#include "kernels/decode_kernel_common.cuh"
+#include "kernels/gemm.h"
+#include "kernels/gemv_body.cuh"
+#include "kernels/gemv_io.h"
+
+namespace baton::detail::decode {
+
+// A block's tile: kM rows x kN output features, kK columns of K per stage,
+// kStages stages, kWarpsM x kWarpsN warps, at least kMinBlocks resident per
+// SM (__launch_bounds__).
+template <int M, int N, int K, int Stages, int WarpsM, int WarpsN, int MinBlocks>
+struct GemmTile {
+  static constexpr int kM = M, kN = N, kK = K, kStages = Stages;
+  static constexpr int kWarpsM = WarpsM, kWarpsN = WarpsN, kMinBlocks = MinBlocks;
+  static constexpr int kThreads = WarpsM * WarpsN * 32;
+  static constexpr int kWarpM = M / WarpsM, kWarpN = N / WarpsN;
+  static constexpr int kMi = kWarpM / 16, kNi = kWarpN / 8;  // mma tiles per warp
+  static constexpr int kChunks = K / 8;                      // 16-byte chunks per row
+  static constexpr int kRowBytes = K * 2;
+  static constexpr int kStageBytes = (M + N) * kRowBytes;
+  static constexpr int kSharedBytes = Stages * kStageBytes;
+  static_assert(kChunks == 4 || kChunks == 8, "the swizzle covers rows of 64 or 128 bytes");
+  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "ldmatrix.x4 loads 16 rows of A or B");
+  static_assert(M * kChunks % kThreads == 0 && N * kChunks % kThreads == 0,
+                "every thread copies the same number of chunks");
+  static_assert(Stages >= 2, "a pipeline");
+
+  // Blocks a launch over `rows` token rows (the capacity) needs.
+  [[nodiscard]] BATON_HOST_DEVICE static constexpr unsigned row_tiles(std::uint32_t rows) {
+    return (rows + M - 1) / M;
+  }
+  [[nodiscard]] BATON_HOST_DEVICE static constexpr unsigned feature_tiles(int out_features) {
+    return static_cast<unsigned>((out_features + N - 1) / N);
+  }
+};
+
+// The tiles EnqueueGemm chooses from (GemmTileShape), 8 warps each. A warp's
+// 64 x 64 part of the 128 x 256 tile needs 8 ldmatrix.x4 per 32 mmas (the
+// 64 x 32 parts of 128 x 128, 6 per 16), so the large tile feeds the tensor
+// cores best and the smaller ones trade that for more blocks on small grids.
+using GemmTile128x256 = GemmTile<128, 256, 32, 4, 2, 4, 1>;
+using GemmTile128x128 = GemmTile<128, 128, 32, 4, 2, 4, 2>;
+using GemmTile64x128 = GemmTile<64, 128, 32, 4, 2, 4, 2>;
+inline constexpr int kGemmThreads = 256;
+inline constexpr int kGemmSharedBytes = GemmTile128x256::kSharedBytes;  // the largest
+static_assert(GemmTile128x128::kSharedBytes <= kGemmSharedBytes &&
+              GemmTile64x128::kSharedBytes <= kGemmSharedBytes);
+static_assert(GemmTile128x256::kThreads == kGemmThreads &&
+              GemmTile128x128::kThreads == kGemmThreads &&
+              GemmTile64x128::kThreads == kGemmThreads);
+
+template <GemmTileShape Shape>
+struct GemmTileOf;
+template <>
+struct GemmTileOf<GemmTileShape::k128x256> {
+  using type = GemmTile128x256;
+};
+template <>
+struct GemmTileOf<GemmTileShape::k128x128> {
+  using type = GemmTile128x128;
+};
+template <>
+struct GemmTileOf<GemmTileShape::k64x128> {
+  using type = GemmTile64x128;
+};
+
+// SMs of an H100 SXM (132; an H200 has as many).
+inline constexpr int kGemmSms = 132;
+
+// The tile with the least estimated time: rounds of blocks over the SMs
+// (blocks_per_sm resident each) times the time of one round, a tile's
+// elements over its throughput per SM (relative to 128 x 256, measured on an
+// H100 at full occupancy). A function of the launch's shape alone; any
+// choice gives the same bits.
+[[nodiscard]] BATON_HOST_DEVICE constexpr GemmTileShape gemm_tile_shape(int out_features,
+                                                                      std::uint32_t capacity) {
+  struct Option {
+    GemmTileShape shape;
+    int m, n, blocks_per_sm;
+    int speed;  // tile elements per unit time per SM, x100
+  };
+  constexpr Option kOptions[] = {{GemmTileShape::k128x256, 128, 256, 1, 100},
+                                 {GemmTileShape::k128x128, 128, 128, 2, 85},
+                                 {GemmTileShape::k64x128, 64, 128, 2, 70}};
+  GemmTileShape best = GemmTileShape::k128x256;
+  long long best_cost = -1;
+  for (const Option& o : kOptions) {
+    const long long tiles = static_cast<long long>((capacity + o.m - 1) / o.m) *
+                            ((out_features + o.n - 1) / o.n);
+    const long long slots = static_cast<long long>(kGemmSms) * o.blocks_per_sm;
+    const long long rounds = (tiles + slots - 1) / slots;
+    const long long cost = rounds * o.blocks_per_sm * o.m * o.n * 100 / o.speed;
+    if (best_cost < 0 || cost < best_cost) {
+      best = o.shape;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// Byte offset of 16-byte chunk `chunk` of tile row `row`: rows of 64 bytes
+// pair up into 128-byte lines (all 32 banks), so the XOR key changes every
+// 128 / kRowBytes rows; 8 consecutive rows at one logical chunk, what a
+// ldmatrix phase or a warp's copies touch, land in 8 distinct bank groups.
+template <int Chunks>
+__device__ __forceinline__ int gemm_swizzle(int row, int chunk) {
+  constexpr int kRowsPerLine = 8 / Chunks;
+  return row * Chunks * 16 + ((chunk ^ ((row / kRowsPerLine) % Chunks)) << 4);
+}
+
+// 16 bytes global -> shared, or 16 zero bytes when !ok (src is then not read).
+__device__ __forceinline__ void gemm_copy16(unsigned dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void gemm_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int Pending>
+__device__ __forceinline__ void gemm_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+__device__ __forceinline__ void gemm_ldmatrix(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// Copies rows [row0, row0 + Rows) x columns [k0, k0 + kK) of a row-major
+// [*, in_features] matrix into a swizzled tile; rows >= valid_rows and
+// columns >= in_features become zeros.
+template <class Tile, int Rows, class T>
+__device__ __forceinline__ void gemm_load_tile(unsigned tile, const T* src, int row0,
+                                               int valid_rows, int k0, int in_features) {
+  constexpr int C = Tile::kChunks;
+  constexpr int kPerThread = Rows * C / Tile::kThreads;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * Tile::kThreads;
+    const int row = i / C, chunk = i % C;
+    const int k = k0 + chunk * 8;
+    const bool ok = row0 + row < valid_rows && k < in_features;
+    const T* from = ok ? src + static_cast<std::size_t>(row0 + row) * in_features + k : src;
+    gemm_copy16(tile + gemm_swizzle<C>(row, chunk), from, ok);
+  }
+}
+
+// One output pair (columns col, col + 1 of row `row`; col + 1 may be past
+// out_features): GemvOutput's semantics, y rounded once from sum + bias.
+template <class T, GemvOutput Output>
+__device__ __forceinline__ void gemm_write(const GemvIo& io, int out_features, bool paired,
+                                           int row, int col, float v0, float v1, float b0,
+                                           float b1) {
+  const std::size_t at = static_cast<std::size_t>(row) * out_features + col;
+  const bool second = col + 1 < out_features;
+  if (io.bias != nullptr) {
+    v0 += b0;
+    v1 += b1;
+  }
+  const T r0 = Storage<T>::store(v0), r1 = Storage<T>::store(v1);
+  if constexpr (Output == GemvOutput::kStore) {
+    T* y = static_cast<T*>(io.y) + at;
+    if (paired && second) {
+      unsigned short lo, hi;
+      memcpy(&lo, &r0, 2);
+      memcpy(&hi, &r1, 2);
+      *reinterpret_cast<unsigned*>(y) = lo | static_cast<unsigned>(hi) << 16;
+    } else {
+      y[0] = r0;
+      if (second) y[1] = r1;
+    }
+  } else {
+    float* h = io.residual + at;
+    if (paired && second) {
+      float2 old = *reinterpret_cast<const float2*>(h);
+      old.x = old.x + Storage<T>::load(r0);
+      old.y = old.y + Storage<T>::load(r1);
+      *reinterpret_cast<float2*>(h) = old;
+    } else {
+      h[0] = h[0] + Storage<T>::load(r0);
+      if (second) h[1] = h[1] + Storage<T>::load(r1);
+    }
+  }
+}
+
+// Grid (Tile::row_tiles(capacity), Tile::feature_tiles(out_features)),
+// Tile::kThreads threads, `shared` = Tile::kSharedBytes of dynamic shared
+// memory (128-byte aligned) from the caller. W [out_features, in_features],
+// io.x [capacity, in_features] (16-byte aligned rows: in_features % 8 == 0).
+template <class T, GemvOutput Output, class Tile>
+__device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_features,
+                                          const GemvIo& io, DecodeBatch batch, char* shared) {
+  constexpr int C = Tile::kChunks;
+  constexpr int S = Tile::kStages;
+  constexpr int kSteps = Tile::kK / 16;  // mma k steps per stage
+  const int m0 = static_cast<int>(blockIdx.x) * Tile::kM;
+  const int n0 = static_cast<int>(blockIdx.y) * Tile::kN;
+  const int k_tiles = (in_features + Tile::kK - 1) / Tile::kK;
+  const unsigned smem = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const auto a_tile = [&](int stage) { return smem + stage * Tile::kStageBytes; };
+  const auto b_tile = [&](int stage) {
+    return smem + stage * Tile::kStageBytes + Tile::kM * Tile::kRowBytes;
+  };
+  // Weights are constant: the first stages' tiles are requested before the
+  // previous node ends. They join the first commit group below.
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < k_tiles) {
+      gemm_load_tile<Tile, Tile::kN>(b_tile(s), w, n0, out_features, s * Tile::kK, in_features);
+    }
+  }
+  const std::uint32_t active = enter_step_node_active(batch);
+  const int rows = static_cast<int>(active < batch.capacity ? active : batch.capacity);
+  if (m0 >= rows) {  // uniform across the block
+    // The weight copies in flight must land before the block's shared
+    // memory goes to another block.
+    gemm_commit();
+    gemm_wait<0>();
+    return;
+  }
+  const T* x = static_cast<const T*>(io.x);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < k_tiles) gemm_load_tile<Tile, Tile::kM>(a_tile(s), x, m0, rows, s * Tile::kK, in_features);
+    gemm_commit();
+  }
+
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp_m = warp % Tile::kWarpsM, warp_n = warp / Tile::kWarpsM;
+  // ldmatrix.x4 addresses: lane l names row l % 8 of matrix l / 8. A (x
+  // rows): matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) give a0..a3; B (W
+  // rows): (k 0-7 | 8-15) x (features 0-7 | 8-15) give b0, b1 of two n8
+  // tiles. The swizzle key of a row depends only on l % 8 here (tile rows
+  // start at multiples of 8), and chunk 2kk + h XOR key = 2kk XOR (h XOR key).
+  const int a_row = warp_m * Tile::kWarpM + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int b_row = warp_n * Tile::kWarpN + (lane & 7) + (lane >> 4) * 8;
+  const int a_key = (gemm_swizzle<C>(a_row, lane >> 4) >> 4) % C;
+  const int b_key = (gemm_swizzle<C>(b_row, (lane >> 3) & 1) >> 4) % C;
+  const int a_base = a_row * Tile::kRowBytes;
+  const int b_base = b_row * Tile::kRowBytes;
+
+  float acc[Tile::kMi][Tile::kNi][4];
+#pragma unroll
+  for (int i = 0; i < Tile::kMi; ++i) {
+#pragma unroll
+    for (int j = 0; j < Tile::kNi; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    }
+  }
+  unsigned a[2][Tile::kMi][4], b[2][Tile::kNi][2];
+  const auto load_fragments = [&](int stage, int kk, unsigned (&af)[Tile::kMi][4],
+                                  unsigned (&bf)[Tile::kNi][2]) {
+    const unsigned a_at = a_tile(stage) + a_base + (((2 * kk) ^ a_key) << 4);
+    const unsigned b_at = b_tile(stage) + b_base + (((2 * kk) ^ b_key) << 4);
+#pragma unroll
+    for (int i = 0; i < Tile::kMi; ++i) gemm_ldmatrix(af[i], a_at + i * 16 * Tile::kRowBytes);
+#pragma unroll
+    for (int j = 0; j < Tile::kNi / 2; ++j) {
+      unsigned r[4];
+      gemm_ldmatrix(r, b_at + j * 16 * Tile::kRowBytes);
+      bf[2 * j][0] = r[0];
+      bf[2 * j][1] = r[1];
+      bf[2 * j + 1][0] = r[2];
+      bf[2 * j + 1][1] = r[3];
+    }
+  };
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    gemm_wait<S - 2>();  // tile kt has landed
+    __syncthreads();     // ... for every thread, and stage (kt - 1) % S is free
+    const int next = kt + S - 1;
+    if (next < k_tiles) {
+      const int stage = next % S;
+      gemm_load_tile<Tile, Tile::kM>(a_tile(stage), x, m0, rows, next * Tile::kK, in_features);
+      gemm_load_tile<Tile, Tile::kN>(b_tile(stage), w, n0, out_features, next * Tile::kK,
+                                     in_features);
+    }
+    gemm_commit();  // possibly empty: keeps one group per tile
+    const int stage = kt % S;
+    // k steps of this tile inside in_features (all but in the last tile).
+    const int steps = (in_features - kt * Tile::kK + 15) / 16;
+    load_fragments(stage, 0, a[0], b[0]);
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+      if (kk + 1 < kSteps) load_fragments(stage, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+      if (kk < steps) {  // uniform across the block
+#pragma unroll
+        for (int i = 0; i < Tile::kMi; ++i) {
+#pragma unroll
+          for (int j = 0; j < Tile::kNi; ++j) {
+            mma_16816<T>(acc[i][j], a[kk % 2][i][0], a[kk % 2][i][1], a[kk % 2][i][2],
+                         a[kk % 2][i][3], b[kk % 2][j][0], b[kk % 2][j][1]);
+          }
+        }
+      }
+    }
+  }
+  gemm_wait<0>();  // only empty groups remain; leave none behind
+
+  // Accumulator e of mma tile (i, j): row g (+ 8 for e >= 2), features 2c, 2c + 1.
+  const int g = lane / 4, c = lane % 4;
+  const bool paired = out_features % 2 == 0;  // pairs then stay 4 / 8-byte aligned
+#pragma unroll
+  for (int j = 0; j < Tile::kNi; ++j) {
+    const int col = n0 + warp_n * Tile::kWarpN + j * 8 + 2 * c;
+    if (col >= out_features) continue;
+    float b0 = 0.0f, b1 = 0.0f;
+    if (io.bias != nullptr) {
+      b0 = load(static_cast<const T*>(io.bias), col);
+      if (col + 1 < out_features) b1 = load(static_cast<const T*>(io.bias), col + 1);
+    }
+#pragma unroll
+    for (int i = 0; i < Tile::kMi; ++i) {
+      const int row = m0 + warp_m * Tile::kWarpM + i * 16 + g;
+      if (row < rows) {
+        gemm_write<T, Output>(io, out_features, paired, row, col, acc[i][j][0], acc[i][j][1], b0,
+                              b1);
+      }
+      if (row + 8 < rows) {
+        gemm_write<T, Output>(io, out_features, paired, row + 8, col, acc[i][j][2], acc[i][j][3],
+                              b0, b1);
+      }
+    }
+  }
+}
+
+// The grid of a launch of `Tile` over `capacity` rows.
+template <class Tile>
+[[nodiscard]] BATON_HOST_DEVICE dim3 gemm_grid(int out_features, std::uint32_t capacity) {
+  return dim3(Tile::row_tiles(capacity), Tile::feature_tiles(out_features));
+}
+
+}  // namespace baton::detail::decode
