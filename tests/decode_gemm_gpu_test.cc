@@ -49,11 +49,12 @@ struct GemmShape {
 
 constexpr GemmShape kGemmShapes[] = {
     {264, 520, 9, 7,
-     "one partial tile of rows, features past the last 128 and 256 tile, K = 16 k-tiles + 8"},
-    {1000, 1032, 300, 300, "300 rows (partial row tiles of 64 and 128), K = 32 k-tiles + 8"},
-    {136, 2056, 1000, 997, "1000 rows, 3 of them past the live batch, K = 64 k-tiles + 8"},
+     "one partial tile of rows, 8 features past the last whole tile, K = 8 stages of 64 + half "
+     "a k step"},
+    {1000, 1032, 300, 300, "300 rows (partial row tiles of 32, 64 and 128), K = 16 stages + 8"},
+    {136, 2056, 1000, 997, "1000 rows, 3 of them past the live batch, K = 32 stages + 8"},
     {4104, 264, 1, 1, "a bucket of 1, 4104 features (the last tile holds 8)"},
-    {257, 64, 130, 129, "odd features (no paired stores), K = 2 whole k-tiles of 32"},
+    {257, 64, 130, 129, "odd features (no paired stores), K = one whole stage"},
     {2048, 2048, 256, 256, "whole tiles everywhere (Llama-3.2-1B's attention output)"},
 };
 
@@ -105,8 +106,8 @@ class GemmTest : public kernel_test::DecodeKernelTest,
     const cudaError_t launched =
         tile == nullptr ? EnqueueGemm(dtype_, GemvOutput::kStore, d_w_.data(), n(), k(), io,
                                       batch_.view, stream_.get())
-                        : EnqueueGemmTiled(*tile, dtype_, GemvOutput::kStore, d_w_.data(), n(),
-                                           k(), io, batch_.view, stream_.get());
+                        : EnqueueGemmTiled(*tile, dtype_, GemvOutput::kStore, d_w_.data(), n(), k(),
+                                           io, batch_.view, stream_.get());
     EXPECT_EQ(launched, cudaSuccess);
     Sync();
     return Download(d_y);
@@ -117,8 +118,8 @@ class GemmTest : public kernel_test::DecodeKernelTest,
     auto d_residual = Upload(residual_);
     const GemvIo io = GemvIo::residual_add(d_x_.data(), d_residual.data(), d_bias_.data());
     const cudaError_t launched =
-        tile == nullptr ? EnqueueGemm(dtype_, GemvOutput::kResidualAdd, d_w_.data(), n(), k(),
-                                      io, batch_.view, stream_.get())
+        tile == nullptr ? EnqueueGemm(dtype_, GemvOutput::kResidualAdd, d_w_.data(), n(), k(), io,
+                                      batch_.view, stream_.get())
                         : EnqueueGemmTiled(*tile, dtype_, GemvOutput::kResidualAdd, d_w_.data(),
                                            n(), k(), io, batch_.view, stream_.get());
     EXPECT_EQ(launched, cudaSuccess);
@@ -127,10 +128,9 @@ class GemmTest : public kernel_test::DecodeKernelTest,
   }
 
   // Live rows whose bits are compared with a run alone: the first and last,
-  // the rows at the edges of the 64- and 128-row tiles, and 4 drawn ones.
+  // rows at the edges of the 16-row mmas and the row tiles, and 4 drawn ones.
   std::vector<std::uint32_t> RowsToRunAlone() {
-    std::vector<std::uint32_t> rows = {0, 1, 15, 16, 63, 64, 127, 128, 255, 256,
-                                       shape_.active - 1};
+    std::vector<std::uint32_t> rows = {0, 1, 15, 16, 63, 64, 127, 128, 255, 256, shape_.active - 1};
     for (int i = 0; i < 4; ++i) rows.push_back(kernel_test::Draw() % shape_.active);
     rows.erase(std::remove_if(rows.begin(), rows.end(),
                               [&](std::uint32_t r) { return r >= shape_.active; }),
@@ -196,9 +196,7 @@ TEST_P(GemmTest, RowsAreInvariant) {
   SCOPED_TRACE(shape_.why);
   const auto y = Store(/*bias=*/true);
   const auto added = Add();
-  const GemmTileShape tiles[kGemmTileShapes] = {GemmTileShape::k128x256, GemmTileShape::k128x128,
-                                                GemmTileShape::k64x128};
-  for (const GemmTileShape& tile : tiles) {
+  for (const GemmTileShape& tile : kGemmTileShapes) {
     SCOPED_TRACE("tile " + std::to_string(static_cast<int>(tile)));
     ASSERT_TRUE(Store(/*bias=*/true, &tile) == y) << "a tile changed the stored bits";
     const auto tile_added = Add(&tile);
@@ -210,12 +208,11 @@ TEST_P(GemmTest, RowsAreInvariant) {
     return Upload(std::vector<std::uint16_t>(x_.begin() + std::size_t{r} * k(),
                                              x_.begin() + std::size_t{r + 1} * k()));
   };
-  ExpectSameBitsAlone(y, n(), rows, upload_row,
-                      [&](const std::uint16_t* x1, DecodeBatch one, std::uint16_t* y1) {
-                        return EnqueueGemm(dtype_, GemvOutput::kStore, d_w_.data(), n(), k(),
-                                           GemvIo::plain(x1, y1, d_bias_.data()), one,
-                                           stream_.get());
-                      });
+  ExpectSameBitsAlone(
+      y, n(), rows, upload_row, [&](const std::uint16_t* x1, DecodeBatch one, std::uint16_t* y1) {
+        return EnqueueGemm(dtype_, GemvOutput::kStore, d_w_.data(), n(), k(),
+                           GemvIo::plain(x1, y1, d_bias_.data()), one, stream_.get());
+      });
   for (std::uint32_t r : rows) {
     TestBatch one = MakeBatch(1, 1, 16);
     const auto x1 = upload_row(r);
@@ -268,13 +265,13 @@ TEST_F(GemmInputTest, RefusesShapesAndBuffersItCannotRun) {
   EXPECT_EQ(enqueue(GemvOutput::kStore, w.data() + 1, 64, 64, plain, ok), cudaErrorInvalidValue)
       << "misaligned weights";
   EXPECT_EQ(enqueue(GemvOutput::kStore, nullptr, 64, 64, plain, ok), cudaErrorInvalidValue);
-  EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, GemvIo::plain(x.data() + 4, y.data()),
-                    ok),
-            cudaErrorInvalidValue)
+  EXPECT_EQ(
+      enqueue(GemvOutput::kStore, w.data(), 64, 64, GemvIo::plain(x.data() + 4, y.data()), ok),
+      cudaErrorInvalidValue)
       << "misaligned x";
-  EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, GemvIo::plain(x.data(), y.data() + 1),
-                    ok),
-            cudaErrorInvalidValue)
+  EXPECT_EQ(
+      enqueue(GemvOutput::kStore, w.data(), 64, 64, GemvIo::plain(x.data(), y.data() + 1), ok),
+      cudaErrorInvalidValue)
       << "misaligned y";
   EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, GemvIo::plain(x.data(), nullptr), ok),
             cudaErrorInvalidValue);
@@ -291,8 +288,7 @@ TEST_F(GemmInputTest, RefusesShapesAndBuffersItCannotRun) {
       << "misaligned bias";
   DecodeBatch no_count = ok;
   no_count.active = nullptr;
-  EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, plain, no_count),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, plain, no_count), cudaErrorInvalidValue);
   DecodeBatch empty = ok;
   empty.capacity = 0;
   EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, plain, empty), cudaErrorInvalidValue);

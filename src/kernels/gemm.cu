@@ -33,8 +33,8 @@ cudaError_t launch(const void* w, int out_features, int in_features, const GemvI
                    DecodeBatch batch, cudaStream_t stream) {
   const auto kernel = gemm_kernel<T, Output, Tile>;
   // Past 48 KB a kernel must opt in to its dynamic shared memory, once.
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSharedBytes);
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSharedBytes);
   if (opt_in != cudaSuccess) return opt_in;
   return launch_step_kernel(kernel, gemm_grid<Tile>(out_features, batch.capacity),
                             dim3(Tile::kThreads), Tile::kSharedBytes, stream,
@@ -45,8 +45,7 @@ template <class T, class Tile>
 cudaError_t launch_output(GemvOutput output, const void* w, int out_features, int in_features,
                           const GemvIo& io, DecodeBatch batch, cudaStream_t stream) {
   return output == GemvOutput::kStore
-             ? launch<T, GemvOutput::kStore, Tile>(w, out_features, in_features, io, batch,
-                                                   stream)
+             ? launch<T, GemvOutput::kStore, Tile>(w, out_features, in_features, io, batch, stream)
              : launch<T, GemvOutput::kResidualAdd, Tile>(w, out_features, in_features, io, batch,
                                                          stream);
 }
@@ -57,8 +56,7 @@ cudaError_t launch_dtype(DecoderDType dtype, GemvOutput output, const void* w, i
                          cudaStream_t stream) {
   switch (dtype) {
     case DecoderDType::kFloat16:
-      return launch_output<__half, Tile>(output, w, out_features, in_features, io, batch,
-                                         stream);
+      return launch_output<__half, Tile>(output, w, out_features, in_features, io, batch, stream);
     case DecoderDType::kBFloat16:
       return launch_output<__nv_bfloat16, Tile>(output, w, out_features, in_features, io, batch,
                                                 stream);
@@ -67,8 +65,8 @@ cudaError_t launch_dtype(DecoderDType dtype, GemvOutput output, const void* w, i
 }
 
 // Everything EnqueueGemm refuses, checked before any launch.
-bool valid(DecoderDType dtype, GemvOutput output, const void* w, int out_features,
-           int in_features, const GemvIo& io, const DecodeBatch& batch) {
+bool valid(DecoderDType dtype, GemvOutput output, const void* w, int out_features, int in_features,
+           const GemvIo& io, const DecodeBatch& batch) {
   if (dtype != DecoderDType::kFloat16 && dtype != DecoderDType::kBFloat16) return false;
   if (output != GemvOutput::kStore && output != GemvOutput::kResidualAdd) return false;
   if (out_features < 1 || in_features < 1 || in_features % 8 != 0) return false;
@@ -77,7 +75,7 @@ bool valid(DecoderDType dtype, GemvOutput output, const void* w, int out_feature
   if (!aligned16(output == GemvOutput::kStore ? io.y : io.residual)) return false;
   if (reinterpret_cast<std::uintptr_t>(io.bias) % 2 != 0) return false;
   // gridDim.y (feature tiles of the narrowest tile) and int row indexing.
-  constexpr int kNarrowest = 128;
+  constexpr int kNarrowest = 128;  // every tile's kN is 128 or more
   if ((out_features + kNarrowest - 1) / kNarrowest > 65535) return false;
   return batch.capacity <= 0x7FFFFFFFu - 256;
 }
@@ -95,24 +93,23 @@ cudaError_t EnqueueGemmTiled(GemmTileShape tile, DecoderDType dtype, GemvOutput 
     return cudaErrorInvalidValue;
   }
   switch (tile) {
-    case GemmTileShape::k128x256:
-      return launch_dtype<GemmTileOf<GemmTileShape::k128x256>::type>(
-          dtype, output, w, out_features, in_features, io, batch, stream);
-    case GemmTileShape::k128x128:
-      return launch_dtype<GemmTileOf<GemmTileShape::k128x128>::type>(
-          dtype, output, w, out_features, in_features, io, batch, stream);
-    case GemmTileShape::k64x128:
-      return launch_dtype<GemmTileOf<GemmTileShape::k64x128>::type>(
-          dtype, output, w, out_features, in_features, io, batch, stream);
+#define BATON_GEMM_CASE(NAME)                                                                  \
+  case GemmTileShape::NAME:                                                                    \
+    return launch_dtype<GemmTileOf<GemmTileShape::NAME>::type>(dtype, output, w, out_features, \
+                                                               in_features, io, batch, stream);
+    BATON_GEMM_CASE(k128x256x64)
+    BATON_GEMM_CASE(k128x128x64)
+    BATON_GEMM_CASE(k64x128x64)
+    BATON_GEMM_CASE(k32x128x64)
+#undef BATON_GEMM_CASE
   }
   return cudaErrorInvalidValue;
 }
 
 cudaError_t EnqueueGemm(DecoderDType dtype, GemvOutput output, const void* w, int out_features,
-                        int in_features, const GemvIo& io, DecodeBatch batch,
-                        cudaStream_t stream) {
-  return EnqueueGemmTiled(GemmTileFor(out_features, batch.capacity), dtype, output, w,
-                          out_features, in_features, io, batch, stream);
+                        int in_features, const GemvIo& io, DecodeBatch batch, cudaStream_t stream) {
+  return EnqueueGemmTiled(GemmTileFor(out_features, batch.capacity), dtype, output, w, out_features,
+                          in_features, io, batch, stream);
 }
 
 }  // namespace baton

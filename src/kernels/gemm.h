@@ -14,15 +14,18 @@
 
 namespace baton {
 
-// The block tiles of the GEMM (rows x output features). Every tile gives the
-// same bits (gemm_body.cuh: one accumulation order per element), so the
-// launcher chooses from the launch's size alone.
-enum class GemmTileShape : std::uint32_t { k128x256 = 0, k128x128 = 1, k64x128 = 2 };
-inline constexpr int kGemmTileShapes = 3;
+// The block tiles of the GEMM, rows x output features x the K columns of a
+// pipeline stage. Every tile gives the same bits (gemm_body.cuh: one
+// accumulation order per element), so the launcher chooses from the launch's
+// size alone.
+enum class GemmTileShape : std::uint32_t { k128x256x64, k128x128x64, k64x128x64, k32x128x64 };
+inline constexpr GemmTileShape kGemmTileShapes[] = {
+    GemmTileShape::k128x256x64, GemmTileShape::k128x128x64, GemmTileShape::k64x128x64,
+    GemmTileShape::k32x128x64};
 
 // The tile EnqueueGemm launches for `capacity` rows of `out_features`
-// outputs: the fewest tile-rounds of work over one H100's SMs, each tile
-// weighted by how fast it runs (gemm_body.cuh: gemm_tile_shape).
+// outputs: the least estimated time over one H100's SMs (gemm_body.cuh:
+// gemm_tile_shape).
 [[nodiscard]] GemmTileShape GemmTileFor(int out_features, std::uint32_t capacity);
 
 // y[r] = W · x[r] (+ bias) for the live rows r < *batch.active of

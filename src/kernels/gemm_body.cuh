@@ -65,62 +65,68 @@ struct GemmTile {
   }
 };
 
-// The tiles EnqueueGemm chooses from (GemmTileShape), 8 warps each. A warp's
-// 64 x 64 part of the 128 x 256 tile needs 8 ldmatrix.x4 per 32 mmas (the
-// 64 x 32 parts of 128 x 128, 6 per 16), so the large tile feeds the tensor
-// cores best and the smaller ones trade that for more blocks on small grids.
-using GemmTile128x256 = GemmTile<128, 256, 32, 4, 2, 4, 1>;
-using GemmTile128x128 = GemmTile<128, 128, 32, 4, 2, 4, 2>;
-using GemmTile64x128 = GemmTile<64, 128, 32, 4, 2, 4, 2>;
-inline constexpr int kGemmThreads = 256;
-inline constexpr int kGemmSharedBytes = GemmTile128x256::kSharedBytes;  // the largest
-static_assert(GemmTile128x128::kSharedBytes <= kGemmSharedBytes &&
-              GemmTile64x128::kSharedBytes <= kGemmSharedBytes);
-static_assert(GemmTile128x256::kThreads == kGemmThreads &&
-              GemmTile128x128::kThreads == kGemmThreads &&
-              GemmTile64x128::kThreads == kGemmThreads);
+// The tiles EnqueueGemm chooses from (GemmTileShape), 8 warps each, 64 K
+// columns per stage (H100, bf16: 7-13% faster than 32-column stages of the
+// same tile on the Llama-3.2-1B prefill shapes, with half the barriers per
+// mma). A warp's 64 x 64 part of the 128 x 256 tile needs 8 ldmatrix.x4 per
+// 32 mmas (the 64 x 32 parts of 128 x 128, 6 per 16; the 16 x 32 parts of
+// 32 x 128, 3 per 4), so the large tiles feed the tensor cores best and the
+// small ones trade that for blocks enough to fill the SMs on small grids.
+using GemmTile128x256x64 = GemmTile<128, 256, 64, 3, 2, 4, 1>;
+using GemmTile128x128x64 = GemmTile<128, 128, 64, 3, 2, 4, 2>;
+using GemmTile64x128x64 = GemmTile<64, 128, 64, 4, 2, 4, 2>;
+using GemmTile32x128x64 = GemmTile<32, 128, 64, 4, 2, 4, 2>;
 
 template <GemmTileShape Shape>
 struct GemmTileOf;
-template <>
-struct GemmTileOf<GemmTileShape::k128x256> {
-  using type = GemmTile128x256;
-};
-template <>
-struct GemmTileOf<GemmTileShape::k128x128> {
-  using type = GemmTile128x128;
-};
-template <>
-struct GemmTileOf<GemmTileShape::k64x128> {
-  using type = GemmTile64x128;
-};
+#define BATON_GEMM_TILE(M, N, K)                       \
+  template <>                                          \
+  struct GemmTileOf<GemmTileShape::k##M##x##N##x##K> { \
+    using type = GemmTile##M##x##N##x##K;              \
+  };
+BATON_GEMM_TILE(128, 256, 64)
+BATON_GEMM_TILE(128, 128, 64)
+BATON_GEMM_TILE(64, 128, 64)
+BATON_GEMM_TILE(32, 128, 64)
+#undef BATON_GEMM_TILE
+
+inline constexpr int kGemmThreads = 256;  // every tile's
+// The most dynamic shared memory a tile takes (128 x 256 x 64: 3 stages of
+// 48 KB): what a dynamic-parallelism wrapper raises its limit to.
+inline constexpr int kGemmSharedBytes = GemmTile128x256x64::kSharedBytes;
+static_assert(GemmTile128x128x64::kSharedBytes <= kGemmSharedBytes &&
+              GemmTile64x128x64::kSharedBytes <= kGemmSharedBytes &&
+              GemmTile32x128x64::kSharedBytes <= kGemmSharedBytes);
 
 // SMs of an H100 SXM (132; an H200 has as many).
 inline constexpr int kGemmSms = 132;
 
-// The tile with the least estimated time: rounds of blocks over the SMs
-// (blocks_per_sm resident each) times the time of one round, a tile's
-// elements over its throughput per SM (relative to 128 x 256, measured on an
-// H100 at full occupancy). A function of the launch's shape alone; any
-// choice gives the same bits.
+// The tile with the least estimated time: a grid that leaves every SM at
+// most one block takes one block's time alone on an SM; otherwise it takes
+// rounds of blocks_per_sm blocks on every SM. Both times were measured on an
+// H100 (bf16, K = 2048; they scale alike with K), and the estimate picked the
+// fastest of these tiles on each of the 12 Llama-3.2-1B prefill shapes at 128,
+// 512 and 2048 rows. A function of the launch's shape alone; any choice
+// gives the same bits.
 [[nodiscard]] BATON_HOST_DEVICE constexpr GemmTileShape gemm_tile_shape(int out_features,
-                                                                      std::uint32_t capacity) {
+                                                                        std::uint32_t capacity) {
   struct Option {
     GemmTileShape shape;
     int m, n, blocks_per_sm;
-    int speed;  // tile elements per unit time per SM, x100
+    int alone_ns, round_ns;  // one block alone on an SM; a round of blocks_per_sm
   };
-  constexpr Option kOptions[] = {{GemmTileShape::k128x256, 128, 256, 1, 100},
-                                 {GemmTileShape::k128x128, 128, 128, 2, 85},
-                                 {GemmTileShape::k64x128, 64, 128, 2, 70}};
-  GemmTileShape best = GemmTileShape::k128x256;
+  constexpr Option kOptions[] = {{GemmTileShape::k128x256x64, 128, 256, 1, 47000, 55000},
+                                 {GemmTileShape::k128x128x64, 128, 128, 2, 33000, 52000},
+                                 {GemmTileShape::k64x128x64, 64, 128, 2, 18300, 28500},
+                                 {GemmTileShape::k32x128x64, 32, 128, 2, 12800, 19200}};
+  GemmTileShape best = kOptions[0].shape;
   long long best_cost = -1;
   for (const Option& o : kOptions) {
-    const long long tiles = static_cast<long long>((capacity + o.m - 1) / o.m) *
-                            ((out_features + o.n - 1) / o.n);
+    const long long tiles =
+        static_cast<long long>((capacity + o.m - 1) / o.m) * ((out_features + o.n - 1) / o.n);
     const long long slots = static_cast<long long>(kGemmSms) * o.blocks_per_sm;
-    const long long rounds = (tiles + slots - 1) / slots;
-    const long long cost = rounds * o.blocks_per_sm * o.m * o.n * 100 / o.speed;
+    const long long cost =
+        tiles <= kGemmSms ? o.alone_ns : (tiles + slots - 1) / slots * o.round_ns;
     if (best_cost < 0 || cost < best_cost) {
       best = o.shape;
       best_cost = cost;
@@ -159,31 +165,56 @@ __device__ __forceinline__ void gemm_ldmatrix(unsigned (&r)[4], unsigned addr) {
                : "memory");
 }
 
-// Copies rows [row0, row0 + Rows) x columns [k0, k0 + kK) of a row-major
-// [*, in_features] matrix into a swizzled tile; rows >= valid_rows and
-// columns >= in_features become zeros.
+// One thread's share of the copies of a Rows x kK tile of a row-major
+// [*, in_features] matrix (x or W) into a swizzled stage: Rows * kChunks /
+// kThreads chunks, all in the thread's chunk column, kThreads / kChunks rows
+// apart (a multiple of 8: one swizzle key). Rows >= valid_rows and columns >=
+// in_features become zeros. Set up once; each stage costs a compare and the
+// copies.
 template <class Tile, int Rows, class T>
-__device__ __forceinline__ void gemm_load_tile(unsigned tile, const T* src, int row0,
-                                               int valid_rows, int k0, int in_features) {
-  constexpr int C = Tile::kChunks;
-  constexpr int kPerThread = Rows * C / Tile::kThreads;
+struct GemmCopier {
+  static constexpr int kCopies = Rows * Tile::kChunks / Tile::kThreads;
+  static constexpr int kRowStep = Tile::kThreads / Tile::kChunks;
+  static_assert(kCopies >= 1 && Rows * Tile::kChunks % Tile::kThreads == 0 && kRowStep % 8 == 0,
+                "every thread copies whole chunks, one swizzle key");
+  const T* base;   // the matrix (a valid address for the zero-filled copies)
+  const T* first;  // the thread's first row at column chunk * 8
+  int column;      // chunk * 8
+  int in_features;
+  unsigned dst;      // byte offset of the first chunk in the stage's tile
+  unsigned rows_ok;  // bit j: row j of the thread's copies is in range
+
+  __device__ __forceinline__ GemmCopier(const T* matrix, int row0, int valid_rows, int in_features_)
+      : base(matrix), in_features(in_features_) {
+    const int row = static_cast<int>(threadIdx.x) / Tile::kChunks;
+    const int chunk = static_cast<int>(threadIdx.x) % Tile::kChunks;
+    column = chunk * 8;
+    first = matrix + static_cast<std::size_t>(row0 + row) * in_features + column;
+    dst = static_cast<unsigned>(gemm_swizzle<Tile::kChunks>(row, chunk));
+    rows_ok = 0;
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int i = static_cast<int>(threadIdx.x) + j * Tile::kThreads;
-    const int row = i / C, chunk = i % C;
-    const int k = k0 + chunk * 8;
-    const bool ok = row0 + row < valid_rows && k < in_features;
-    const T* from = ok ? src + static_cast<std::size_t>(row0 + row) * in_features + k : src;
-    gemm_copy16(tile + gemm_swizzle<C>(row, chunk), from, ok);
+    for (int j = 0; j < kCopies; ++j) {
+      if (row0 + row + j * kRowStep < valid_rows) rows_ok |= 1u << j;
+    }
   }
-}
+
+  // Columns [k0, k0 + kK) into the tile at shared address `tile`.
+  __device__ __forceinline__ void operator()(unsigned tile, int k0) const {
+    const bool k_ok = k0 + column < in_features;
+#pragma unroll
+    for (int j = 0; j < kCopies; ++j) {
+      const bool ok = k_ok && (rows_ok >> j & 1u) != 0;
+      const T* from = ok ? first + static_cast<std::size_t>(j) * kRowStep * in_features + k0 : base;
+      gemm_copy16(tile + dst + j * kRowStep * Tile::kRowBytes, from, ok);
+    }
+  }
+};
 
 // One output pair (columns col, col + 1 of row `row`; col + 1 may be past
 // out_features): GemvOutput's semantics, y rounded once from sum + bias.
 template <class T, GemvOutput Output>
-__device__ __forceinline__ void gemm_write(const GemvIo& io, int out_features, bool paired,
-                                           int row, int col, float v0, float v1, float b0,
-                                           float b1) {
+__device__ __forceinline__ void gemm_write(const GemvIo& io, int out_features, bool paired, int row,
+                                           int col, float v0, float v1, float b0, float b1) {
   const std::size_t at = static_cast<std::size_t>(row) * out_features + col;
   const bool second = col + 1 < out_features;
   if (io.bias != nullptr) {
@@ -220,10 +251,15 @@ __device__ __forceinline__ void gemm_write(const GemvIo& io, int out_features, b
 // Tile::kThreads threads, `shared` = Tile::kSharedBytes of dynamic shared
 // memory (128-byte aligned) from the caller. W [out_features, in_features],
 // io.x [capacity, in_features] (16-byte aligned rows: in_features % 8 == 0).
+//
+// The main loop is software-pipelined: a warp requests the fragments of the
+// next k step (of the next stage, after the stage's barrier, at the last step)
+// before it issues the mmas of the current one, and the copies of the stage
+// kStages - 1 ahead go out between, so ldmatrix, cp.async and the barrier
+// overlap the tensor cores instead of preceding them.
 template <class T, GemvOutput Output, class Tile>
 __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_features,
                                           const GemvIo& io, DecodeBatch batch, char* shared) {
-  constexpr int C = Tile::kChunks;
   constexpr int S = Tile::kStages;
   constexpr int kSteps = Tile::kK / 16;  // mma k steps per stage
   const int m0 = static_cast<int>(blockIdx.x) * Tile::kM;
@@ -236,11 +272,10 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
   };
   // Weights are constant: the first stages' tiles are requested before the
   // previous node ends. They join the first commit group below.
+  const GemmCopier<Tile, Tile::kN, T> copy_w(w, n0, out_features, in_features);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) {
-      gemm_load_tile<Tile, Tile::kN>(b_tile(s), w, n0, out_features, s * Tile::kK, in_features);
-    }
+    if (s < k_tiles) copy_w(b_tile(s), s * Tile::kK);
   }
   const std::uint32_t active = enter_step_node_active(batch);
   const int rows = static_cast<int>(active < batch.capacity ? active : batch.capacity);
@@ -251,10 +286,10 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
     gemm_wait<0>();
     return;
   }
-  const T* x = static_cast<const T*>(io.x);
+  const GemmCopier<Tile, Tile::kM, T> copy_x(static_cast<const T*>(io.x), m0, rows, in_features);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) gemm_load_tile<Tile, Tile::kM>(a_tile(s), x, m0, rows, s * Tile::kK, in_features);
+    if (s < k_tiles) copy_x(a_tile(s), s * Tile::kK);
     gemm_commit();
   }
 
@@ -266,6 +301,7 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
   // rows): (k 0-7 | 8-15) x (features 0-7 | 8-15) give b0, b1 of two n8
   // tiles. The swizzle key of a row depends only on l % 8 here (tile rows
   // start at multiples of 8), and chunk 2kk + h XOR key = 2kk XOR (h XOR key).
+  constexpr int C = Tile::kChunks;
   const int a_row = warp_m * Tile::kWarpM + (lane & 7) + ((lane >> 3) & 1) * 8;
   const int b_row = warp_n * Tile::kWarpN + (lane & 7) + (lane >> 4) * 8;
   const int a_key = (gemm_swizzle<C>(a_row, lane >> 4) >> 4) % C;
@@ -283,8 +319,8 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
     }
   }
   unsigned a[2][Tile::kMi][4], b[2][Tile::kNi][2];
-  const auto load_fragments = [&](int stage, int kk, unsigned (&af)[Tile::kMi][4],
-                                  unsigned (&bf)[Tile::kNi][2]) {
+  const auto load_fragments = [&](int stage, int kk, unsigned(&af)[Tile::kMi][4],
+                                  unsigned(&bf)[Tile::kNi][2]) {
     const unsigned a_at = a_tile(stage) + a_base + (((2 * kk) ^ a_key) << 4);
     const unsigned b_at = b_tile(stage) + b_base + (((2 * kk) ^ b_key) << 4);
 #pragma unroll
@@ -300,24 +336,35 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
     }
   };
 
+  // Stage groups: one per tile (empty past the last), so waiting for all
+  // but the newest S - 2 groups waits for the next stage to land.
+  gemm_wait<S - 2>();
+  __syncthreads();
+  load_fragments(0, 0, a[0], b[0]);
+  int read_stage = 0, write_stage = S - 1;
   for (int kt = 0; kt < k_tiles; ++kt) {
-    gemm_wait<S - 2>();  // tile kt has landed
-    __syncthreads();     // ... for every thread, and stage (kt - 1) % S is free
-    const int next = kt + S - 1;
-    if (next < k_tiles) {
-      const int stage = next % S;
-      gemm_load_tile<Tile, Tile::kM>(a_tile(stage), x, m0, rows, next * Tile::kK, in_features);
-      gemm_load_tile<Tile, Tile::kN>(b_tile(stage), w, n0, out_features, next * Tile::kK,
-                                     in_features);
-    }
-    gemm_commit();  // possibly empty: keeps one group per tile
-    const int stage = kt % S;
     // k steps of this tile inside in_features (all but in the last tile).
     const int steps = (in_features - kt * Tile::kK + 15) / 16;
-    load_fragments(stage, 0, a[0], b[0]);
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
-      if (kk + 1 < kSteps) load_fragments(stage, kk + 1, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+      if (kk == kSteps - 1) {
+        // Tile kt + 1 has landed for every thread, and every thread has
+        // requested its last fragments of the stage the copies below
+        // overwrite next.
+        gemm_wait<S - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == S ? 0 : read_stage + 1;
+      }
+      load_fragments(read_stage, (kk + 1) % kSteps, a[(kk + 1) % 2], b[(kk + 1) % 2]);
+      if (kk == 0) {
+        const int next = kt + S - 1;
+        if (next < k_tiles) {
+          copy_x(a_tile(write_stage), next * Tile::kK);
+          copy_w(b_tile(write_stage), next * Tile::kK);
+        }
+        gemm_commit();
+        write_stage = write_stage + 1 == S ? 0 : write_stage + 1;
+      }
       if (kk < steps) {  // uniform across the block
 #pragma unroll
         for (int i = 0; i < Tile::kMi; ++i) {
