@@ -1,8 +1,9 @@
 """The PyTorch peers' correctness checks, run before any timing.
 
 The gpt-fast-style decoder against transformers (float32, eager: the tiny
-presets of each architecture on the CPU, or a given checkpoint), and the
-compiled (and graph-captured) step against the eager step; plus the loader of
+presets of each architecture on the CPU, or a given checkpoint), its prompt
+forward (prefill_first_tokens, prefill_peers.py's) likewise, and the compiled
+(and graph-captured) step against the eager step; plus the loader of
 scripts/checkpoints/make_checkpoint.py that makes the tiny presets.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from gpt_fast_decoder import Decoder, load_transformer
+from gpt_fast_decoder import Decoder, cache_tensors, load_transformer, prefill_first_tokens
 
 # make_checkpoint.py (scripts/ is not a package): imported by name, so that this
 # and parity.py share one module object and its exception classes.
@@ -75,6 +76,64 @@ def check_against_transformers(checkpoint: pathlib.Path, device: str, batch: int
                   "greedy_tokens_equal": tokens_equal, "steps": steps, "batch": batch}
         result["passed"] = result["max_rel_logit_error"] <= CHECK_REL_TOL
         del hf, ours
+        return result
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
+
+
+@torch.inference_mode()
+def check_prefill_against_transformers(checkpoint: pathlib.Path, device: str, batch: int = 2,
+                                       prompt_tokens: int = 64, steps: int = 4, seed: int = 0) -> dict[str, Any]:
+    """The prompt forward that prefill_peers.py times against transformers, both float32 eager.
+
+    Compared: the logits of every prompt position (the causal attention within
+    the prompt), the last position's from prefill_first_tokens and its greedy
+    token, then teacher-forced decode steps through the default decode path that
+    read the KV cache the prefill wrote (so a cache written at the wrong place or
+    layout fails here, not only in the timed run).
+    """
+    from transformers import AutoModelForCausalLM
+
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # both sides exact float32 for the check only
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32,
+                                                  attn_implementation="eager").to(device).eval()
+        ours = load_transformer(checkpoint, torch.float32, device)
+        generator = torch.Generator().manual_seed(seed)
+        prompts = torch.randint(0, ours.args.vocab_size, (batch, prompt_tokens), generator=generator).to(device)
+        expected = hf.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                               max_new_tokens=steps + 1, eos_token_id=None, pad_token_id=0,
+                               output_logits=True, return_dict_in_generate=True)
+        hf_tokens = expected.sequences[:, prompt_tokens:]
+        hf_logits = torch.stack([x.float() for x in expected.logits], dim=1)  # [B, steps + 1, V]
+        hf_all = hf(prompts).logits.float()  # [B, T, V]
+        decoder = Decoder(ours, batch, prompt_tokens, steps + 1, stop_token=-1)
+        caches = cache_tensors(ours)
+        cos, sin = ours.cos[:prompt_tokens], ours.sin[:prompt_tokens]
+        positions = torch.arange(prompt_tokens, device=device)
+        every = ours(prompts, positions, caches=caches, rope=(cos, sin), prefill=True)
+        for k, v in caches:  # the timed path below must write the cache itself
+            k.zero_()
+            v.zero_()
+        first, last = prefill_first_tokens(ours, prompts, caches, cos, sin)
+        errors = {"every_prompt_position": _rel(every, hf_all), "last_position": _rel(last, hf_logits[:, 0])}
+        tokens_equal = bool(torch.equal(first, hf_tokens[:, 0]))
+        decoder.pos.fill_(prompt_tokens)
+        steps_error = 0.0
+        for i in range(steps):
+            decoder.tokens.copy_(hf_tokens[:, i:i + 1])  # teacher-forced: one divergence must not cascade
+            logits = ours(decoder.tokens, decoder.pos)[:, -1]
+            steps_error = max(steps_error, _rel(logits, hf_logits[:, i + 1]))
+            tokens_equal &= bool(torch.equal(logits.argmax(-1), hf_tokens[:, i + 1]))
+            decoder.pos.add_(1)
+        errors["decode_steps_after_prefill"] = steps_error
+        worst = max(errors.values())
+        result = {"checkpoint": str(checkpoint), "device": device, "batch": batch, "prompt_tokens": prompt_tokens,
+                  "steps": steps, "max_rel_logit_error": worst, "errors": errors,
+                  "greedy_tokens_equal": tokens_equal, "tolerance": CHECK_REL_TOL,
+                  "passed": worst <= CHECK_REL_TOL}
+        del hf, ours, decoder
         return result
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous_tf32

@@ -4,6 +4,10 @@ Its model (ModelArgs read from a Hugging Face config.json, fused QKV and
 gate/up projections, GQA, RoPE, a static KV cache), load_transformer() from a
 checkpoint's safetensors, and Decoder: the greedy one-token step that
 pytorch_peers.py torch.compile's and captures in a CUDA graph, and its runners.
+prefill_first_tokens() is the whole prompt's forward that prefill_peers.py
+compiles and captures: causal attention over the prompt's own keys with SDPA's
+native GQA (is_causal, enable_gqa: a fused kernel), the KV cache written for
+the decode step, the LM head for the last position only.
 PeerError, the error every part of the peers raises, lives here too.
 """
 from __future__ import annotations
@@ -160,8 +164,9 @@ class Attention(nn.Module):
         self.wo = nn.Linear(q, args.hidden_size, bias=args.o_bias)
         self.kv_cache: KVCache | None = None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                input_pos: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
+                input_pos: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+                prefill: bool = False, native_gqa: bool = False) -> torch.Tensor:
         a = self.args
         batch, seq, _ = x.shape
         q, k, v = self.wqkv(x).split(self.split, dim=-1)
@@ -170,12 +175,27 @@ class Attention(nn.Module):
         v = v.view(batch, seq, a.kv_heads, a.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        assert self.kv_cache is not None, "setup_caches() first"
-        k, v = self.kv_cache.update(input_pos, k, v)
-        group = a.heads // a.kv_heads
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if cache is not None:  # given explicitly, so a compiled prefill sees tensors, not swapped-in modules
+            cache[0].index_copy_(2, input_pos, k)
+            cache[1].index_copy_(2, input_pos, v)
+            k_all, v_all = cache
+        else:
+            assert self.kv_cache is not None, "setup_caches() first"
+            k_all, v_all = self.kv_cache.update(input_pos, k, v)
+        gqa = a.heads != a.kv_heads
+        if prefill:
+            # A fresh prompt at positions 0..seq-1: its queries see only its own keys, so
+            # attention needs neither the rest of the cache nor a mask, and is_causal with
+            # native GQA lets SDPA pick a fused kernel (cuDNN's on the H100 with torch 2.11, else
+            # FlashAttention; prefill_peers.py records which) without copying K/V per query head.
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        elif native_gqa:
+            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask, enable_gqa=gqa)
+        else:
+            group = a.heads // a.kv_heads
+            k_all = k_all.repeat_interleave(group, dim=1)
+            v_all = v_all.repeat_interleave(group, dim=1)
+            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)
         return self.wo(y.transpose(1, 2).reshape(batch, seq, a.heads * a.head_dim))
 
 
@@ -199,9 +219,10 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.feed_forward = FeedForward(args)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                input_pos: torch.Tensor) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), cos, sin, mask, input_pos)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
+                input_pos: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+                prefill: bool = False, native_gqa: bool = False) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin, mask, input_pos, cache, prefill, native_gqa)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -216,6 +237,9 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.output = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         self.max_seq_len = 0
+        # SDPA's own GQA (enable_gqa) in the decode step instead of repeat_interleave'd K/V.
+        # Off by default: the decode peers' committed numbers were taken with the copies.
+        self.native_gqa = False
 
     def setup_caches(self, batch: int, max_seq_len: int) -> None:
         """Allocates the KV cache and the RoPE/mask tables for this batch and length."""
@@ -237,13 +261,48 @@ class Transformer(nn.Module):
         causal = torch.tril(torch.ones(max_seq_len, max_seq_len, dtype=torch.bool, device=device))
         self.register_buffer("causal_mask", causal, persistent=False)
 
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        cos, sin = self.cos[input_pos], self.sin[input_pos]
-        mask = self.causal_mask[input_pos][None, None]  # [1, 1, T, max_seq_len]: position s visible if s <= t
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor,
+                caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None, prefill: bool = False,
+                last_only: bool = False) -> torch.Tensor:
+        """Logits [B, T, V] (or [B, 1, V] with last_only) of tokens [B, T] at input_pos [T].
+
+        The defaults are the decode step's path: the model's own caches and RoPE
+        tables, attention over the whole static cache under the causal mask.
+        prefill=True is a fresh prompt at positions 0..T-1 (see Attention);
+        caches/rope pass the cache tensors and cos/sin rows explicitly.
+        """
+        cos, sin = rope if rope is not None else (self.cos[input_pos], self.sin[input_pos])
+        # [1, 1, T, max_seq_len]: position s visible if s <= t (prefill attends within the prompt instead)
+        mask = None if prefill else self.causal_mask[input_pos][None, None]
         x = self.embed(tokens)
-        for layer in self.layers:
-            x = layer(x, cos, sin, mask, input_pos)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, mask, input_pos, None if caches is None else caches[i], prefill,
+                      self.native_gqa)
+        if last_only:
+            x = x[:, -1:]  # the LM head (and final norm) only where a token is picked
         return self.output(self.norm(x))
+
+
+def cache_tensors(model: Transformer) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The (k, v) of each layer's static cache, as setup_caches() allocated them."""
+    caches = []
+    for layer in model.layers:
+        assert layer.attention.kv_cache is not None, "setup_caches() first"
+        caches.append((layer.attention.kv_cache.k, layer.attention.kv_cache.v))
+    return caches
+
+
+def prefill_first_tokens(model: Transformer, tokens: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]],
+                         cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fresh prompt's forward: (greedy first tokens [B], last-position logits [B, V]).
+
+    tokens [B, T] at positions 0..T-1, cos/sin the tables' first T rows. Writes
+    each layer's K/V into `caches` at those positions, as the decode step reads them.
+    """
+    positions = torch.arange(tokens.shape[1], device=tokens.device)
+    logits = model(tokens, positions, caches=caches, rope=(cos, sin), prefill=True, last_only=True)[:, -1]
+    return logits.argmax(-1), logits
 
 
 def _safetensors_files(checkpoint: pathlib.Path) -> list[pathlib.Path]:
