@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "baton/batch_policy.h"
 #include "baton/step_args.h"
 #include "scheduler/batch_book.h"
 
@@ -17,11 +18,16 @@ namespace baton::test {
 }
 
 // One scheduler round on one warp: finish the positions flagged in `finish`
-// (as a step would, with TestResult), collect the retired items, compact,
-// then admit `offers`. *retired_count = completions collected.
+// (as a step would, with TestResult), collect the retired items, compact or
+// (nothing finished) advance, admit `offers`, then plan the next step's
+// tokens under `policy`. With `hinted` the plan is given each lane's input
+// and tokens so far in registers, as the scheduler's decision gives them
+// when it knows them (detail::PlanLane), else it loads them.
+// *retired_count = completions collected, *rows = the plan's rows.
 [[nodiscard]] cudaError_t EnqueueBatchRound(StepArgs args, detail::BatchBook book,
                                             const std::uint8_t* finish, const WorkItem* offers,
-                                            std::uint32_t offer_count, std::uint32_t* retired_count,
-                                            cudaStream_t stream);
+                                            std::uint32_t offer_count, TokenPolicy policy,
+                                            bool hinted, std::uint32_t* retired_count,
+                                            std::uint32_t* rows, cudaStream_t stream);
 
 }  // namespace baton::test

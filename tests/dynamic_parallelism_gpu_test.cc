@@ -112,8 +112,8 @@ TEST_F(DynamicParallelismTest, BatchesAboveEveryBucketRunOnlyOnThisEngine) {
   for (Engine engine : {Engine::kTailLaunch, Engine::kConditional}) {
     const absl::Status status = runtime->Start(engine);
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-    EXPECT_NE(status.message().find("the largest bucket (32) is smaller than "
-                                    "RuntimeOptions.max_batch (100)"),
+    EXPECT_NE(status.message().find("the largest bucket (32) is smaller than a whole step (100: "
+                                    "RuntimeOptions.max_batch)"),
               absl::string_view::npos)
         << status;
     EXPECT_NE(status.message().find("Engine::kDynamicParallelism"), absl::string_view::npos)

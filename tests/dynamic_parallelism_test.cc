@@ -117,9 +117,9 @@ TEST(DynamicParallelismValidation, EachEngineSaysWhatTheProgramLacks) {
     ExpectMessage(detail::CheckProgramFitsEngine(WithDeviceStep(GraphProgram({8, 32})),
                                                  options.max_batch, engine),
                   absl::StatusCode::kFailedPrecondition,
-                  "the largest bucket (32) is smaller than RuntimeOptions.max_batch (100), so "
-                  "some batches fit no graph: add a bucket of at least 100 or start "
-                  "Engine::kDynamicParallelism");
+                  "the largest bucket (32) is smaller than a whole step (100: "
+                  "RuntimeOptions.max_batch), so some steps fit no graph: add a bucket of at "
+                  "least 100 or start Engine::kDynamicParallelism");
     ExpectMessage(
         detail::CheckProgramFitsEngine(WithDeviceStep(StepProgram{}), options.max_batch, engine),
         absl::StatusCode::kFailedPrecondition, "has no enqueue function or no buckets");

@@ -26,9 +26,9 @@ TEST(RuntimeOptions, OutOfRangeValuesNameTheOptionAndTheFix) {
       << status;
 
   options = {};
-  options.max_batch = 0;
+  options.max_batch = 70000;
   status = ValidateRuntimeOptions(options);
-  EXPECT_TRUE(Contains(status.message(), "RuntimeOptions.max_batch 0 is outside")) << status;
+  EXPECT_TRUE(Contains(status.message(), "RuntimeOptions.max_batch 70000 is outside")) << status;
 
   options = {};
   options.max_batch = 128;
@@ -84,9 +84,8 @@ TEST(StepProgram, RefusesMissingEnqueueBadBucketsAndBucketsSmallerThanMaxBatch) 
   status = ValidateStepProgram(program, options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(status.message(),
-                       "the largest bucket (4) is smaller than "
-                       "RuntimeOptions.max_batch (64): add a bucket of at "
-                       "least 64"))
+                       "the largest bucket (4) is smaller than a whole step (64: max_batch): add "
+                       "a bucket of at least 64"))
       << status;
 
   program.buckets = {4, 2, 64};
@@ -95,6 +94,64 @@ TEST(StepProgram, RefusesMissingEnqueueBadBucketsAndBucketsSmallerThanMaxBatch) 
   EXPECT_EQ(ValidateStepProgram(program, options).code(), absl::StatusCode::kInvalidArgument);
   program.buckets = {1, 8, 64};
   EXPECT_TRUE(ValidateStepProgram(program, options).ok());
+}
+
+// The batch size comes from the program when it names one (the decoder
+// model's KV cache is sized for it), from the options otherwise, 64 when
+// neither does; two different ones are refused, naming both.
+TEST(StepProgram, MaxBatchComesFromTheProgramOrTheOptionsNeverTwo) {
+  StepProgram program;
+  program.name = "decode";
+  program.buckets = {1, 2, 4, 8};
+  program.enqueue = [](const StepContext&, cudaStream_t) { return absl::OkStatus(); };
+  RuntimeOptions options;
+  EXPECT_EQ(EffectiveMaxBatch(program, options).value(), 64u);
+  options.max_batch = 8;
+  EXPECT_EQ(EffectiveMaxBatch(program, options).value(), 8u);
+  program.max_batch = 8;
+  EXPECT_EQ(EffectiveMaxBatch(program, options).value(), 8u);
+  options.max_batch = 0;
+  EXPECT_EQ(EffectiveMaxBatch(program, options).value(), 8u);
+  EXPECT_TRUE(ValidateStepProgram(program, options).ok());
+  options.max_batch = 4;
+  const absl::Status status = ValidateStepProgram(program, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status.message(),
+                       "step program 'decode' runs 8 items at a time (StepProgram::max_batch) but "
+                       "RuntimeOptions.max_batch is 4: leave RuntimeOptions.max_batch 0"))
+      << status;
+  // The mailbox must hold the program's batch too.
+  options.max_batch = 0;
+  options.mailbox_capacity = 4;
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, options).message(),
+                       "the mailbox must hold at least max_batch"));
+}
+
+// A token budget must hold every decoding item's token, and the largest
+// bucket a whole step of it; a chunk cap needs a budget.
+TEST(StepProgram, TokenBudgetHoldsTheBatchAndFitsTheLargestBucket) {
+  StepProgram program;
+  program.name = "decode";
+  program.buckets = {1, 2, 4, 8, 16};
+  program.enqueue = [](const StepContext&, cudaStream_t) { return absl::OkStatus(); };
+  program.max_batch = 16;
+  program.tokens.max_tokens_per_step = 8;
+  absl::Status status = ValidateStepProgram(program, RuntimeOptions{});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status.message(),
+                       "StepProgram::tokens.max_tokens_per_step (8) is below max_batch (16)"))
+      << status;
+  program.tokens.max_tokens_per_step = 64;
+  status = ValidateStepProgram(program, RuntimeOptions{});
+  EXPECT_TRUE(Contains(status.message(),
+                       "the largest bucket (16) is smaller than a whole step (64 rows: "
+                       "StepProgram::tokens.max_tokens_per_step): add a bucket of at least 64"))
+      << status;
+  program.buckets.push_back(64);
+  EXPECT_TRUE(ValidateStepProgram(program, RuntimeOptions{}).ok());
+  program.tokens = TokenPolicy{0, 4};
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
+                       "tokens.max_chunk_tokens is 4 without a token budget"));
 }
 
 }  // namespace

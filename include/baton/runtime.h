@@ -38,10 +38,13 @@
 namespace baton {
 
 struct RuntimeOptions {
-  std::uint64_t queue_capacity = 1u << 16;          // power of two
-  std::uint32_t mailbox_capacity = 1u << 16;        // power of two
-  std::uint32_t max_batch = 64;                     // active items per step, <= the largest bucket
-                                                    // (any size on the dynamic-parallelism engine)
+  std::uint64_t queue_capacity = 1u << 16;    // power of two
+  std::uint32_t mailbox_capacity = 1u << 16;  // power of two
+  // Active items per step, <= the largest bucket (any size on the
+  // dynamic-parallelism engine). 0: the step program's own
+  // (StepProgram::max_batch), or 64 for a program without one; a program
+  // that names its own needs 0 or the same value here.
+  std::uint32_t max_batch = 0;
   absl::Duration stop_timeout = absl::Seconds(10);  // how long Stop/Abort wait for the device
   // Tail-launch engine: steps per bucket graph, 1 to 8. n captures [step;
   // scheduler] n times, paying one device launch per n steps while the batch
@@ -93,8 +96,10 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Once, before Start. Checks the buckets (and that max_batch fits the
-  // largest); graphs are captured and certified when an engine first starts.
+  // Once, before Start. Checks the buckets (and that a whole step fits the
+  // largest), takes the batch size from the program or the options and sizes
+  // the batch's device state; graphs are captured and certified when an
+  // engine first starts.
   [[nodiscard]] absl::Status RegisterStepProgram(StepProgram program);
 
   // Starts the device loop with `engine`. FailedPrecondition when already
@@ -158,5 +163,9 @@ class Runtime {
 [[nodiscard]] absl::Status ValidateRuntimeOptions(const RuntimeOptions& options);
 [[nodiscard]] absl::Status ValidateStepProgram(const StepProgram& program,
                                                const RuntimeOptions& options);
+// The batch size a runtime created with `options` runs `program` at:
+// InvalidArgument when the two name different ones.
+[[nodiscard]] absl::StatusOr<std::uint32_t> EffectiveMaxBatch(const StepProgram& program,
+                                                              const RuntimeOptions& options);
 
 }  // namespace baton

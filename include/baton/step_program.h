@@ -14,14 +14,18 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "baton/batch_policy.h"
 #include "baton/step_args.h"
 
 namespace baton {
 
 // What a step program's enqueue function is told for each bucket it captures.
 struct StepContext {
-  std::uint32_t bucket_size = 0;  // the graph serves batches up to this size
-  StepArgs args;                  // device arrays the step's kernels read/write
+  // The graph serves steps of up to this many rows (tokens) and
+  // min(bucket_size, args.max_batch) positions; without a token budget rows
+  // and positions are the same.
+  std::uint32_t bucket_size = 0;
+  StepArgs args;  // device arrays the step's kernels read/write
 };
 
 // A step the dynamic-parallelism engine launches from device code. Device
@@ -64,11 +68,21 @@ struct DeviceStepProgram {
 // A program with a device step may leave `enqueue` and `buckets` empty (it
 // then runs on the dynamic-parallelism engine only) and may serve a
 // max_batch above its largest bucket (the graph engines then refuse to start).
+//
+// A program whose per-item state is sized for some batch (the decoder
+// model's KV cache) says so in `max_batch`, and the runtime takes the batch
+// size from it. A program with a token budget (`tokens`) gets its items'
+// inputs in chunks (baton/batch_policy.h): its buckets then count rows, and
+// the largest must hold a whole step, max(max_batch, max_tokens_per_step).
 struct StepProgram {
   std::string name = "step";
-  std::vector<std::uint32_t> buckets;  // strictly increasing batch sizes
+  std::vector<std::uint32_t> buckets;  // strictly increasing step sizes (rows)
   std::function<absl::Status(const StepContext&, cudaStream_t)> enqueue;
   DeviceStepProgram device_step;  // optional: for Engine::kDynamicParallelism
+  // Items active at once (positions and slots); 0: RuntimeOptions::max_batch.
+  std::uint32_t max_batch = 0;
+  // How steps are filled: by default one token per active item per step.
+  TokenPolicy tokens;
 };
 
 }  // namespace baton

@@ -19,16 +19,18 @@ namespace baton::detail {
 // exit decision is not: the last node decides again and reaches it anew).
 __device__ inline void empty_next_step(const GraphEngineParams& p, bool carry) {
   p.scheduler.args.header->batch = 0;
+  p.scheduler.args.header->tokens = 0;
   if (carry) *p.carried = 1;
 }
 
 // The carried decision, taken by the node that acts on it: the header's batch
-// (emptied by the inner node) is restored from the scheduler's book. Returns
-// the decided step's bucket.
+// and rows (emptied by the inner node) are restored from the scheduler's
+// book. Returns the decided step's bucket.
 __device__ inline std::uint32_t take_carried_decision(const GraphEngineParams& p) {
   *p.carried = 0;
   StepHeader& header = *p.scheduler.args.header;
   header.batch = p.scheduler.book.counts->batch;
+  header.tokens = p.scheduler.book.counts->rows;
   return header.bucket;
 }
 

@@ -33,6 +33,29 @@ absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_ba
   return absl::OkStatus();
 }
 
+std::uint32_t StepRowsLimit(const StepProgram& program, std::uint32_t max_batch) {
+  const std::uint32_t budget = program.tokens.max_tokens_per_step;
+  return budget > max_batch ? budget : max_batch;
+}
+
+absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_batch) {
+  const TokenPolicy& tokens = program.tokens;
+  if (tokens.budgeted() && tokens.max_tokens_per_step < max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step program '", program.name, "': StepProgram::tokens.max_tokens_per_step (",
+        tokens.max_tokens_per_step, ") is below max_batch (", max_batch,
+        "): a step must hold one token of every decoding item; raise the budget to at least ",
+        max_batch, " or lower max_batch"));
+  }
+  if (!tokens.budgeted() && tokens.max_chunk_tokens != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step program '", program.name, "': StepProgram::tokens.max_chunk_tokens is ",
+        tokens.max_chunk_tokens,
+        " without a token budget: set tokens.max_tokens_per_step too, or leave both 0"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckProgramFitsEngine(const StepProgram& program, std::uint32_t max_batch,
                                     Engine engine) {
   if (engine == Engine::kDynamicParallelism) {
@@ -52,12 +75,15 @@ absl::Status CheckProgramFitsEngine(const StepProgram& program, std::uint32_t ma
         "' has no enqueue function or no buckets, so it has no graphs: give both, or start "
         "Engine::kDynamicParallelism"));
   }
-  if (program.buckets.back() < max_batch) {
+  const std::uint32_t rows = StepRowsLimit(program, max_batch);
+  if (program.buckets.back() < rows) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Start(Engine::", name, "): step program '", program.name, "': the largest bucket (",
-        program.buckets.back(), ") is smaller than RuntimeOptions.max_batch (", max_batch,
-        "), so some batches fit no graph: add a bucket of at least ", max_batch,
-        " or start Engine::kDynamicParallelism (its grids follow the actual batch)"));
+        program.buckets.back(), ") is smaller than a whole step (", rows,
+        program.tokens.budgeted() ? " rows: StepProgram::tokens.max_tokens_per_step"
+                                  : ": RuntimeOptions.max_batch",
+        "), so some steps fit no graph: add a bucket of at least ", rows,
+        " or start Engine::kDynamicParallelism (its grids follow the actual step)"));
   }
   return absl::OkStatus();
 }
@@ -66,8 +92,9 @@ std::vector<DeviceBucketEntry> DynamicParallelismSizes(const StepProgram& progra
                                                        std::uint32_t max_batch) {
   std::vector<DeviceBucketEntry> entries;
   for (std::uint32_t size : program.buckets) entries.push_back({nullptr, size, 0});
-  if (program.buckets.empty() || program.buckets.back() < max_batch) {
-    entries.push_back({nullptr, max_batch, 0});
+  const std::uint32_t rows = StepRowsLimit(program, max_batch);
+  if (program.buckets.empty() || program.buckets.back() < rows) {
+    entries.push_back({nullptr, rows, 0});
   }
   return entries;
 }

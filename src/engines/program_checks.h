@@ -17,14 +17,23 @@ namespace baton::detail {
 // serves `max_batch` (RuntimeOptions::max_batch).
 [[nodiscard]] absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_batch);
 
+// The most rows one step of `program` holds at `max_batch` items: the token
+// budget, or max_batch without one (every item runs one token).
+[[nodiscard]] std::uint32_t StepRowsLimit(const StepProgram& program, std::uint32_t max_batch);
+
+// Part of ValidateStepProgram: the token policy fits the batch (a budget
+// holds every decoding item's token).
+[[nodiscard]] absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_batch);
+
 // At Start: FailedPrecondition (naming what to set) when `program` cannot run
 // on `engine`.
 [[nodiscard]] absl::Status CheckProgramFitsEngine(const StepProgram& program,
                                                   std::uint32_t max_batch, Engine engine);
 
 // The sizes the dynamic-parallelism scheduler chooses among: the program's
-// buckets, plus max_batch when it lies above them all (a batch outside every
-// bucket still runs: the grids follow the actual batch). No graph handles.
+// buckets, plus StepRowsLimit when it lies above them all (a step outside
+// every bucket still runs: the grids follow the actual step). No graph
+// handles.
 [[nodiscard]] std::vector<DeviceBucketEntry> DynamicParallelismSizes(const StepProgram& program,
                                                                      std::uint32_t max_batch);
 

@@ -20,18 +20,10 @@ absl::StatusOr<std::unique_ptr<LoopState>> LoopState::Create(const RuntimeOption
 }
 
 absl::Status LoopState::Init(const RuntimeOptions& options) {
-  max_batch_ = options.max_batch;
   BATON_ASSIGN_OR_RETURN(queue_, WorkQueue::Create(QueueOptionsFor(options)));
   BATON_ASSIGN_OR_RETURN(mailbox_, CompletionMailbox::Create(options.mailbox_capacity));
   BATON_ASSIGN_OR_RETURN(launch_stream_, CreateStream());
   BATON_ASSIGN_OR_RETURN(control_stream_, CreateStream());
-  const std::uint32_t n = options.max_batch;
-  BATON_ASSIGN_OR_RETURN(header_, DeviceBuffer<StepHeader>::Create(1));
-  BATON_ASSIGN_OR_RETURN(items_, DeviceBuffer<WorkItem>::Create(n));
-  BATON_ASSIGN_OR_RETURN(words_, DeviceBuffer<std::uint32_t>::Create(4 * size_t{n}));
-  BATON_ASSIGN_OR_RETURN(counts_, DeviceBuffer<BatchCounts>::Create(1));
-  BATON_ASSIGN_OR_RETURN(free_slots_, DeviceBuffer<std::uint32_t>::Create(n));
-  BATON_ASSIGN_OR_RETURN(retired_, DeviceBuffer<Completion>::Create(n));
   BATON_ASSIGN_OR_RETURN(control_, DeviceBuffer<SchedulerControl>::Create(1));
   BATON_ASSIGN_OR_RETURN(counters_, DeviceBuffer<SchedulerCounters>::Create(1));
   BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<EngineStatus>::Create(1));
@@ -39,28 +31,39 @@ absl::Status LoopState::Init(const RuntimeOptions& options) {
   BATON_ASSIGN_OR_RETURN(trace_, DeviceTraceRing::Create(options.trace_capacity));
   *status_.host() = EngineStatus{};
   *control_staging_.host() = SchedulerControl{};
+  const SchedulerCounters counters{};
+  BATON_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(counters_.data(), &counters, sizeof(counters), cudaMemcpyHostToDevice));
+  return WriteControl(SchedulerControl{});
+}
+
+absl::Status LoopState::AttachBatch(std::uint32_t max_batch, const TokenPolicy& policy) {
+  if (has_batch()) return absl::FailedPreconditionError("LoopState: the batch is attached once");
+  const std::uint32_t n = max_batch;
+  BATON_ASSIGN_OR_RETURN(header_, DeviceBuffer<StepHeader>::Create(1));
+  BATON_ASSIGN_OR_RETURN(items_, DeviceBuffer<WorkItem>::Create(n));
+  BATON_ASSIGN_OR_RETURN(words_, DeviceBuffer<std::uint32_t>::Create(kStepWords * size_t{n}));
+  BATON_ASSIGN_OR_RETURN(counts_, DeviceBuffer<BatchCounts>::Create(1));
+  BATON_ASSIGN_OR_RETURN(free_slots_, DeviceBuffer<std::uint32_t>::Create(n));
+  BATON_ASSIGN_OR_RETURN(retired_, DeviceBuffer<Completion>::Create(n));
   BATON_RETURN_IF_ERROR(header_.Fill(0));
   BATON_RETURN_IF_ERROR(words_.Fill(0));
   // Every position holds an invalid item until one is admitted there, so a
   // copy of the batch never reads uninitialized memory (compute-sanitizer
   // initcheck does not see admissions made by device-launched schedulers).
   BATON_RETURN_IF_ERROR(items_.Fill(0xFF));
-  const SchedulerCounters counters{};
-  BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(counters_.data(), &counters, sizeof(counters), cudaMemcpyHostToDevice));
-  BATON_RETURN_IF_ERROR(ResetBatch());
-  return WriteControl(SchedulerControl{});
+  max_batch_ = max_batch;
+  policy_ = policy;
+  return ResetBatch();
 }
 
 StepArgs LoopState::args() const {
   StepArgs args;
   args.header = header_.data();
   args.items = items_.data();
-  args.slots = words_.data();
-  args.item_steps = words_.data() + max_batch_;
-  args.finished = words_.data() + 2 * size_t{max_batch_};
-  args.results = words_.data() + 3 * size_t{max_batch_};
   args.max_batch = max_batch_;
+  PointStepWords(args, words_.data());
+  args.max_tokens = policy_.budgeted() ? policy_.max_tokens_per_step : max_batch_;
   return args;
 }
 
@@ -70,6 +73,7 @@ SchedulerParams LoopState::scheduler_params() const {
   params.mailbox = mailbox_.device_view();
   params.args = args();
   params.book = BatchBook{counts_.data(), free_slots_.data(), retired_.data()};
+  params.policy = policy_;
   params.control = control_.data();
   params.counters = counters_.data();
   params.status = status_.device();
@@ -83,10 +87,11 @@ std::uint64_t LoopState::exits() const {
 }
 
 absl::Status LoopState::ResetBatch() {
+  if (!has_batch()) return absl::OkStatus();
   std::vector<std::uint32_t> free(max_batch_);
   for (std::uint32_t i = 0; i < max_batch_; ++i) free[i] = max_batch_ - 1 - i;
   BATON_RETURN_IF_ERROR(free_slots_.CopyFrom(free));
-  const BatchCounts counts{0, max_batch_};
+  const BatchCounts counts{0, max_batch_, 0, 0};
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(counts_.data(), &counts, sizeof(counts), cudaMemcpyHostToDevice));
   const std::uint32_t zero = 0;
@@ -121,6 +126,7 @@ absl::StatusOr<std::uint64_t> LoopState::ReadSteps() const {
 }
 
 absl::StatusOr<std::vector<WorkItem>> LoopState::ReadActiveItems() const {
+  if (!has_batch()) return std::vector<WorkItem>{};
   BatchCounts counts{};
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(&counts, counts_.data(), sizeof(counts), cudaMemcpyDeviceToHost));

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "baton/batch_policy.h"
 #include "baton/cuda_resources.h"
 #include "baton/runtime.h"
 #include "baton/work_queue.h"
@@ -28,8 +29,16 @@ namespace baton::detail {
 
 class LoopState {
  public:
+  // The queue, mailbox, streams, control, counters, status and trace: what
+  // the runtime needs before a program is registered (Submit seeds the queue).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<LoopState>> Create(
       const RuntimeOptions& options);
+
+  // The batch's arrays, sized once the program says how many items it runs
+  // at a time and how it fills a step (RegisterStepProgram). Once.
+  [[nodiscard]] absl::Status AttachBatch(std::uint32_t max_batch, const TokenPolicy& policy);
+  [[nodiscard]] bool has_batch() const { return max_batch_ != 0; }
+  [[nodiscard]] std::uint32_t max_batch() const { return max_batch_; }
 
   // What step kernels read (baked into the captured graphs).
   [[nodiscard]] StepArgs args() const;
@@ -62,13 +71,15 @@ class LoopState {
   absl::Status Init(const RuntimeOptions& options);
 
   std::uint32_t max_batch_ = 0;
+  TokenPolicy policy_;
   WorkQueue queue_;
   CompletionMailbox mailbox_;
   Stream launch_stream_;
   Stream control_stream_;
   DeviceBuffer<StepHeader> header_;
   DeviceBuffer<WorkItem> items_;
-  DeviceBuffer<std::uint32_t> words_;  // slots, item_steps, finished, results
+  // slots, item_steps, item_tokens, tokens, token_offsets, finished, results
+  DeviceBuffer<std::uint32_t> words_;
   DeviceBuffer<BatchCounts> counts_;
   DeviceBuffer<std::uint32_t> free_slots_;
   DeviceBuffer<Completion> retired_;

@@ -40,6 +40,8 @@ class Runtime::Impl {
           "RegisterStepProgram: a step program is already registered (one per Runtime)");
     }
     BATON_RETURN_IF_ERROR(ValidateStepProgram(program, options_));
+    BATON_ASSIGN_OR_RETURN(const std::uint32_t max_batch, EffectiveMaxBatch(program, options_));
+    BATON_RETURN_IF_ERROR(loop_->AttachBatch(max_batch, program.tokens));
     program_ = std::move(program);
     state_ = State::kReady;
     return absl::OkStatus();
@@ -140,12 +142,12 @@ class Runtime::Impl {
         engine != Engine::kDynamicParallelism) {
       return absl::InvalidArgumentError("Start: unknown engine");
     }
-    BATON_RETURN_IF_ERROR(detail::CheckProgramFitsEngine(program_, options_.max_batch, engine));
+    BATON_RETURN_IF_ERROR(detail::CheckProgramFitsEngine(program_, loop_->max_batch(), engine));
     std::unique_ptr<detail::EngineDriver>& driver = drivers_[static_cast<int>(engine)];
     if (driver == nullptr) driver = detail::CreateEngineDriver(engine);
     detail::EngineSetup setup;
     setup.scheduler = loop_->scheduler_params();
-    setup.max_batch = options_.max_batch;
+    setup.max_batch = loop_->max_batch();
     setup.steps_per_graph = engine == Engine::kTailLaunch
                                 ? options_.tail_steps_per_launch
                                 : options_.conditional_steps_per_iteration;

@@ -13,13 +13,42 @@ namespace baton {
 namespace {
 
 constexpr std::uint32_t kMaxRuntimeBatch = 1u << 16;
+constexpr std::uint32_t kDefaultMaxBatch = 64;  // for a program that names none
 constexpr std::uint32_t kMinTraceCapacity = 64;
 constexpr std::uint32_t kMaxStepsPerGraph = 8;
 constexpr std::uint32_t kMaxTraceCapacity = 1u << 24;
 
 bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
+absl::Status CheckMailboxHoldsBatch(const RuntimeOptions& options, std::uint32_t max_batch) {
+  if (max_batch > options.mailbox_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions.mailbox_capacity ", options.mailbox_capacity, " is smaller than max_batch ",
+        max_batch,
+        ": one step can retire every active item, so the mailbox must hold at least max_batch"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::uint32_t> EffectiveMaxBatch(const StepProgram& program,
+                                                const RuntimeOptions& options) {
+  if (program.max_batch > kMaxRuntimeBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("step program '", program.name,
+                                                   "': StepProgram::max_batch ", program.max_batch,
+                                                   " is outside [0, ", kMaxRuntimeBatch, "]"));
+  }
+  if (program.max_batch != 0 && options.max_batch != 0 && program.max_batch != options.max_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step program '", program.name, "' runs ", program.max_batch,
+                     " items at a time (StepProgram::max_batch) but RuntimeOptions.max_batch is ",
+                     options.max_batch,
+                     ": leave RuntimeOptions.max_batch 0 (the program's) or make them equal"));
+  }
+  if (program.max_batch != 0) return program.max_batch;
+  return options.max_batch != 0 ? options.max_batch : kDefaultMaxBatch;
+}
 
 absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
   if (options.queue_capacity < 32) {
@@ -33,16 +62,12 @@ absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
         absl::StrCat("RuntimeOptions.mailbox_capacity ", options.mailbox_capacity,
                      " is not a power of two >= 2: round it up to the next power of two"));
   }
-  if (options.max_batch == 0 || options.max_batch > kMaxRuntimeBatch) {
+  if (options.max_batch > kMaxRuntimeBatch) {
     return absl::InvalidArgumentError(absl::StrCat("RuntimeOptions.max_batch ", options.max_batch,
-                                                   " is outside [1, ", kMaxRuntimeBatch, "]"));
+                                                   " is outside [0, ", kMaxRuntimeBatch,
+                                                   "] (0: the step program's own)"));
   }
-  if (options.max_batch > options.mailbox_capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RuntimeOptions.mailbox_capacity ", options.mailbox_capacity, " is smaller than max_batch ",
-        options.max_batch,
-        ": one step can retire every active item, so the mailbox must hold at least max_batch"));
-  }
+  BATON_RETURN_IF_ERROR(CheckMailboxHoldsBatch(options, options.max_batch));
   if (options.stop_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("RuntimeOptions.stop_timeout must be positive");
   }
@@ -80,7 +105,10 @@ absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOption
   // alone (no graphs) and above its largest bucket; the graph engines check
   // what they need when they start (detail::CheckProgramFitsEngine).
   const bool device_step = program.device_step.present();
-  BATON_RETURN_IF_ERROR(detail::ValidateDeviceStep(program, options.max_batch));
+  BATON_ASSIGN_OR_RETURN(const std::uint32_t max_batch, EffectiveMaxBatch(program, options));
+  BATON_RETURN_IF_ERROR(CheckMailboxHoldsBatch(options, max_batch));
+  BATON_RETURN_IF_ERROR(detail::ValidateDeviceStep(program, max_batch));
+  BATON_RETURN_IF_ERROR(detail::ValidateTokenPolicy(program, max_batch));
   if (!program.enqueue && !device_step) {
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "' has no enqueue function"));
@@ -91,11 +119,14 @@ absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOption
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "': ", sizes.message()));
   }
-  if (program.buckets.back() < options.max_batch && !device_step) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step program '", program.name, "': the largest bucket (", program.buckets.back(),
-        ") is smaller than RuntimeOptions.max_batch (", options.max_batch,
-        "): add a bucket of at least ", options.max_batch, " or lower max_batch"));
+  const std::uint32_t rows = detail::StepRowsLimit(program, max_batch);
+  if (program.buckets.back() < rows && !device_step) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step program '", program.name, "': the largest bucket (",
+                     program.buckets.back(), ") is smaller than a whole step (", rows,
+                     program.tokens.budgeted() ? " rows: StepProgram::tokens.max_tokens_per_step"
+                                               : ": max_batch",
+                     "): add a bucket of at least ", rows, " or lower it"));
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,9 @@ namespace baton::detail {
 struct BatchCounts {
   std::uint32_t batch = 0;       // active positions [0, batch)
   std::uint32_t free_count = 0;  // entries of free_slots in use
+  std::uint32_t rows = 0;        // the decided step's rows (StepHeader::tokens), kept here
+                                 // because a multi-step graph may empty the header
+  std::uint32_t pad = 0;
 };
 
 // Device pointers, passed by value.

@@ -1,11 +1,15 @@
-// Warp-parallel batch bookkeeping for the scheduler: collect the items the
-// last step finished, compact the survivors, admit new items. Each function is
-// called by all 32 lanes of one warp (the scheduler's warp 0) and touches
-// positions 32 at a time, so a step of batch B costs B/32 rounds, not B.
+// Warp-parallel batch bookkeeping for the scheduler: the batch policy of
+// baton/batch_policy.h (the scalar reference these are tested against,
+// batch_ops_gpu_test.cc) run by one warp. Collect the items the last step
+// finished, compact the survivors, admit new items, plan the next step's
+// tokens. Each function is called by all 32 lanes of one warp (the
+// scheduler's warp 0) and touches positions 32 at a time, so a step of batch
+// B costs B/32 rounds, not B.
 #pragma once
 
 #include <cstdint>
 
+#include "baton/batch_policy.h"
 #include "baton/step_args.h"
 #include "scheduler/batch_book.h"
 
@@ -18,13 +22,26 @@ inline constexpr unsigned kFullWarp = 0xffffffffu;
   return __popc(mask & ((1u << lane_id()) - 1u));
 }
 
-// Positions [0, 32) of the step's finished flags and step counts, loaded by
-// the scheduler together with its other first loads: for a batch of up to 32
-// (the usual decode batch) retiring and advancing then need no dependent
-// round trip to L2. Lanes at or past max_batch hold 0.
+// Inclusive sum over the warp's lanes, in lane order.
+[[nodiscard]] __device__ inline std::uint32_t warp_inclusive_sum(std::uint32_t v) {
+#pragma unroll
+  for (unsigned d = 1; d < 32; d *= 2) {
+    const std::uint32_t other = __shfl_up_sync(kFullWarp, v, d);
+    if (lane_id() >= d) v += other;
+  }
+  return v;
+}
+
+// Positions [0, 32) of what the last step left, loaded by the scheduler
+// together with its other first loads: for a batch of up to 32 (the usual
+// decode batch) retiring, advancing and planning the next step's tokens then
+// need no dependent round trip to L2. Lanes at or past max_batch hold 0.
 struct FirstRound {
   std::uint32_t finished = 0;
   std::uint32_t item_steps = 0;
+  std::uint32_t item_tokens = 0;  // before the last step
+  std::uint32_t tokens = 0;       // the last step's
+  std::uint32_t input = 0;        // InputTokens of the item
 };
 
 [[nodiscard]] __device__ inline FirstRound load_first_round(const StepArgs& args) {
@@ -33,6 +50,9 @@ struct FirstRound {
   if (lane < args.max_batch) {
     round.finished = args.finished[lane];
     round.item_steps = args.item_steps[lane];
+    round.item_tokens = args.item_tokens[lane];
+    round.tokens = args.tokens[lane];
+    round.input = InputTokens(args.items[lane]);
   }
   return round;
 }
@@ -63,7 +83,8 @@ struct FirstRound {
 }
 
 // After a step: finished items give their slots back; survivors move down to
-// [0, survivors) in order, with one more step counted. Returns survivors.
+// [0, survivors) in order, with one more step and their tokens counted.
+// Returns survivors.
 __device__ inline std::uint32_t warp_compact(const StepArgs& args, const BatchBook& book,
                                              std::uint32_t batch) {
   std::uint32_t kept = 0;
@@ -74,11 +95,12 @@ __device__ inline std::uint32_t warp_compact(const StepArgs& args, const BatchBo
     const bool done = active && args.finished[position] != 0;
     const bool keep = active && !done;
     WorkItem item;
-    std::uint32_t slot = 0, steps = 0;
+    std::uint32_t slot = 0, steps = 0, ran = 0;
     if (active) {
       item = args.items[position];
       slot = args.slots[position];
       steps = args.item_steps[position];
+      ran = args.item_tokens[position] + args.tokens[position];
     }
     const unsigned keep_mask = __ballot_sync(kFullWarp, keep);
     const unsigned done_mask = __ballot_sync(kFullWarp, done);
@@ -90,6 +112,7 @@ __device__ inline std::uint32_t warp_compact(const StepArgs& args, const BatchBo
       args.items[to] = item;
       args.slots[to] = slot;
       args.item_steps[to] = steps + 1;
+      args.item_tokens[to] = ran;
       args.finished[to] = 0;
     }
     if (done) book.free_slots[free_count + lanes_below(done_mask)] = slot;
@@ -106,13 +129,17 @@ __device__ inline std::uint32_t warp_compact(const StepArgs& args, const BatchBo
 }
 
 // After a step in which nothing finished: positions stay, each item counts one
-// more step. The cheap path of warp_compact.
+// more step and the tokens it ran. The cheap path of warp_compact.
 __device__ inline void warp_advance(const StepArgs& args, std::uint32_t batch,
                                     const FirstRound& first) {
   const unsigned lane = lane_id();
-  if (lane < batch) args.item_steps[lane] = first.item_steps + 1;
+  if (lane < batch) {
+    args.item_steps[lane] = first.item_steps + 1;
+    args.item_tokens[lane] = first.item_tokens + first.tokens;
+  }
   for (std::uint32_t position = lane + 32; position < batch; position += 32) {
     args.item_steps[position] += 1;
+    args.item_tokens[position] += args.tokens[position];
   }
   __syncwarp();
 }
@@ -130,6 +157,7 @@ __device__ inline std::uint32_t warp_admit(const StepArgs& args, const BatchBook
     args.items[position] = item;
     args.slots[position] = book.free_slots[free_count - 1 - rank];
     args.item_steps[position] = 0;
+    args.item_tokens[position] = 0;
     args.finished[position] = 0;
   }
   const std::uint32_t n = __popc(mask);
@@ -140,6 +168,84 @@ __device__ inline std::uint32_t warp_admit(const StepArgs& args, const BatchBook
   }
   __syncwarp();
   return batch + n;
+}
+
+// What the token plan needs of position lane_id(): its input and the tokens
+// it already ran. The decision knows them in registers for a batch within
+// the first 32 positions whose survivors did not move (nothing retired):
+// `known` says so; otherwise warp_plan_tokens loads them.
+struct PlanLane {
+  bool known = false;
+  std::uint32_t input = 0;
+  std::uint32_t ran = 0;
+};
+
+// PlanStepTokens (baton/batch_policy.h) for positions [0, batch): writes
+// tokens[] and token_offsets[] and returns the step's rows.
+__device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, const StepArgs& args,
+                                                 std::uint32_t batch, const PlanLane& hint) {
+  const unsigned lane = lane_id();
+  if (!policy.budgeted()) {
+    for (std::uint32_t p = lane; p < batch; p += 32) {
+      args.tokens[p] = 1;
+      args.token_offsets[p] = p;
+    }
+    __syncwarp();
+    return batch;
+  }
+  const std::uint32_t cap = policy.chunk_cap();
+  // Position p's (input, ran) in lane p % 32 of round p / 32.
+  const auto lane_state = [&](std::uint32_t base, std::uint32_t& input, std::uint32_t& ran) {
+    const std::uint32_t p = base + lane;
+    if (p >= batch) {
+      input = ran = 0;
+    } else if (base == 0 && hint.known) {
+      input = hint.input;
+      ran = hint.ran;
+    } else {
+      input = InputTokens(args.items[p]);
+      ran = args.item_tokens[p];
+    }
+  };
+  const bool one_round = batch <= 32;
+  std::uint32_t input0 = 0, ran0 = 0;  // round 0, kept for the second pass
+  std::uint32_t decoding_count = 0;
+  for (std::uint32_t base = 0; base < batch; base += 32) {
+    std::uint32_t input, ran;
+    lane_state(base, input, ran);
+    if (base == 0) input0 = input, ran0 = ran;
+    const bool live = base + lane < batch;
+    decoding_count += __popc(__ballot_sync(kFullWarp, live && ran >= input));
+  }
+  std::uint32_t left =
+      policy.max_tokens_per_step > decoding_count ? policy.max_tokens_per_step - decoding_count : 0;
+  std::uint32_t rows = 0;
+  for (std::uint32_t base = 0; base < batch; base += 32) {
+    std::uint32_t input = input0, ran = ran0;
+    if (!(one_round || base == 0)) lane_state(base, input, ran);
+    const std::uint32_t p = base + lane;
+    const bool live = p < batch;
+    const bool decoding = ran >= input;
+    std::uint32_t want = 0;
+    if (live && !decoding) {
+      const std::uint32_t rest = input - ran;
+      want = rest < cap ? rest : cap;
+    }
+    // Earlier reading positions took min(their wants, the budget) in all.
+    const std::uint32_t wanted_before = warp_inclusive_sum(want) - want;
+    const std::uint32_t left_here = wanted_before < left ? left - wanted_before : 0;
+    const std::uint32_t n = !live ? 0 : decoding ? 1 : (want < left_here ? want : left_here);
+    const std::uint32_t through = warp_inclusive_sum(n);
+    if (live) {
+      args.tokens[p] = n;
+      args.token_offsets[p] = rows + through - n;
+    }
+    const std::uint32_t round_want = __shfl_sync(kFullWarp, wanted_before + want, 31);
+    left = round_want < left ? left - round_want : 0;
+    rows += __shfl_sync(kFullWarp, through, 31);
+  }
+  __syncwarp();
+  return rows;
 }
 
 }  // namespace baton::detail

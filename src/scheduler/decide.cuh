@@ -1,7 +1,8 @@
 // The scheduler's decision, shared by every engine: run by one warp between
 // two steps. It retires what the last step finished (into the completion
-// mailbox), compacts the batch, admits new work from the queue, picks the
-// bucket and writes the next step's header. Engines differ only in how they
+// mailbox), compacts the batch, admits new work from the queue, plans the
+// next step's tokens, picks the bucket and writes the next step's header:
+// the batch policy of baton/batch_policy.h. Engines differ only in how they
 // act on the decision (tail launch, or set the conditional handles).
 #pragma once
 
@@ -58,6 +59,7 @@ struct Decision {
     return decision;
   };
 
+  PlanLane plan;  // this lane's position, for the token plan (known in registers or not)
   if (step_pending != 0) {
     const std::uint32_t retiring = warp_collect_retired(p.args, p.book, batch, first);
     int published = 1;
@@ -70,6 +72,10 @@ struct Decision {
       batch = warp_compact(p.args, p.book, batch);
     } else {
       warp_advance(p.args, batch, first);
+      // Positions stayed: each lane's item and its tokens so far are known.
+      plan.known = batch <= 32;
+      plan.input = first.input;
+      plan.ran = first.item_tokens + first.tokens;
     }
     if (leader) {
       counters.retired += retiring;
@@ -90,7 +96,18 @@ struct Decision {
       if (room == 0) break;
       const std::uint32_t want = room < 32u ? room : 32u;
       const LaneItems<1> popped = pop_warp_batch<1>(p.queue, want);
-      batch = warp_admit(p.args, p.book, batch, popped.item[0], popped.item[0].is_valid());
+      const bool valid = popped.item[0].is_valid();
+      // The admitted lanes (the first `claimed`) land at positions batch + lane.
+      const unsigned from = lane - (batch % 32u);
+      const WorkItem joining = popped.item[0];
+      const std::uint32_t joining_input = InputTokens(joining);
+      const std::uint32_t here_input = __shfl_sync(kFullWarp, joining_input, from & 31u);
+      if (plan.known && lane >= batch && lane < batch + popped.claimed) {
+        plan.input = here_input;
+        plan.ran = 0;
+      }
+      plan.known = plan.known && batch + popped.claimed <= 32;
+      batch = warp_admit(p.args, p.book, batch, joining, valid);
       if (leader) counters.admitted += popped.claimed;
       if (popped.claimed < want) break;
     }
@@ -102,28 +119,30 @@ struct Decision {
   if (batch == 0) {
     return decided(Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle, nullptr});
   }
+  const std::uint32_t rows = warp_plan_tokens(p.policy, p.args, batch, plan);
+  const std::uint32_t need = rows > batch ? rows : batch;
   int bucket = -1;
   std::uint32_t bucket_size = 0;
   cudaGraphExec_t exec = nullptr;
   if (small_table) {
-    const unsigned fits = __ballot_sync(kFullWarp, lane < p.buckets.count && lane_size >= batch);
+    const unsigned fits = __ballot_sync(kFullWarp, lane < p.buckets.count && lane_size >= need);
     bucket = fits != 0 ? __ffs(fits) - 1 : -1;
     const int from = bucket < 0 ? 0 : bucket;
     bucket_size = __shfl_sync(kFullWarp, lane_size, from);
     exec = reinterpret_cast<cudaGraphExec_t>(
         __shfl_sync(kFullWarp, reinterpret_cast<unsigned long long>(lane_exec), from));
   } else {
-    bucket = p.buckets.choose(batch);
+    bucket = p.buckets.choose(need);
     if (bucket >= 0) {
       bucket_size = p.buckets.entries[bucket].bucket_size;
       exec = p.buckets.entries[bucket].exec;
     }
   }
   if (bucket < 0) {
-    // The host validates max_batch <= the largest bucket, so this is a broken
-    // invariant, reported rather than run.
+    // The host validates max_batch and the token budget against the largest
+    // bucket, so this is a broken invariant, reported rather than run.
     if (leader) {
-      record_device_error(&counters.error_word, DeviceErrorSite::kSchedulerState, batch);
+      record_device_error(&counters.error_word, DeviceErrorSite::kSchedulerState, need);
     }
     return decided(Decision{kNoBucket, EngineExit::kError, nullptr});
   }
@@ -133,6 +152,8 @@ struct Decision {
     header.batch = batch;
     header.bucket = static_cast<std::uint32_t>(bucket);
     header.bucket_size = bucket_size;
+    header.tokens = rows;
+    p.book.counts->rows = rows;
     trace_record(trace, TraceEventType::kStepBegin, counters.steps, batch,
                  static_cast<std::uint32_t>(bucket));
     counters.steps += 1;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "baton/batch_policy.h"
 #include "baton/bucket_entry.h"
 #include "baton/completion.h"
 #include "baton/engine.h"
@@ -66,6 +67,7 @@ struct SchedulerParams {
   MailboxView mailbox;
   StepArgs args;
   BatchBook book;
+  TokenPolicy policy;  // the program's (StepProgram::tokens)
   DeviceBucketTable buckets;
   SchedulerControl* control = nullptr;    // device memory
   SchedulerCounters* counters = nullptr;  // device memory

@@ -1,0 +1,161 @@
+// The batch policy, written once: what happens to the batch between two
+// steps. Retire what the last step finished, admit queued items into free
+// slots, give each position its tokens for the next step (chunks of the
+// inputs still being read, one token for the others, within the step's
+// token budget) and pick the bucket. These scalar functions are the
+// reference: the device scheduler runs a warp-parallel version of the same
+// rules (scheduler/batch_ops.cuh, tested against this one), and host-driven
+// loops call these directly, so every driver admits, chunks and buckets
+// alike. Host and device code; no Abseil.
+//
+// Rules:
+//  - Retire: finished positions leave in position order (each slot pushed
+//    on the free stack in that order); the others move down, keeping their
+//    order, with one more step and the tokens they just ran counted.
+//  - Admit: items join at the end of the batch in queue order, each taking
+//    the slot on top of the free stack, while slots are free.
+//  - Tokens (TokenPolicy): an item reads its input (InputTokens of its work
+//    item) in chunks, then runs one token per step (it decodes). Decoding
+//    items are served first, one token each; the rest of the budget goes to
+//    the items still reading, in position (admission) order, each taking
+//    min(what is left of its input, max_chunk_tokens, what is left of the
+//    budget). Decodes first bound every decoding item's time between tokens
+//    by one budget's worth of work; admission order finishes the oldest
+//    prompt first, so its first token comes as early as the budget allows.
+//  - Bucket: the smallest bucket holding both the step's rows and its
+//    positions.
+#pragma once
+
+#include <cstdint>
+
+#include "baton/config.h"
+#include "baton/step_args.h"
+#include "baton/work_item.h"
+
+namespace baton {
+
+// How a step program's steps are filled.
+struct TokenPolicy {
+  // Rows one step may hold. 0: no budget, every active item runs one token
+  // per step (and work items' payloads mean nothing to the scheduler).
+  // Otherwise at least the program's max_batch, so that every decoding item
+  // always gets its token.
+  std::uint32_t max_tokens_per_step = 0;
+  // Most input tokens one item reads in one step (0: max_tokens_per_step). 1
+  // feeds inputs a token per step.
+  std::uint32_t max_chunk_tokens = 0;
+
+  [[nodiscard]] BATON_HOST_DEVICE constexpr bool budgeted() const {
+    return max_tokens_per_step != 0;
+  }
+  [[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t chunk_cap() const {
+    return max_chunk_tokens != 0 && max_chunk_tokens < max_tokens_per_step ? max_chunk_tokens
+                                                                           : max_tokens_per_step;
+  }
+};
+
+// The input an item reads before it produces its first output, under a token
+// budget: the low 32 bits of its payload (at least 1). A decoder request's
+// item carries its prompt length there (DecoderModel::WorkItemFor).
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t InputTokens(const WorkItem& item) {
+  const std::uint32_t n = static_cast<std::uint32_t>(item.payload & 0xffffffffu);
+  return n == 0 ? 1 : n;
+}
+
+// The tokens position p asks for this step: what is left of its input
+// (capped at one chunk), or 1 once it decodes. `decoding` says which.
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t TokensWanted(const TokenPolicy& policy,
+                                                                     const WorkItem& item,
+                                                                     std::uint32_t ran,
+                                                                     bool& decoding) {
+  const std::uint32_t input = InputTokens(item);
+  decoding = !policy.budgeted() || ran >= input;
+  if (decoding) return 1;
+  const std::uint32_t left = input - ran;
+  const std::uint32_t cap = policy.chunk_cap();
+  return left < cap ? left : cap;
+}
+
+// Retire: calls retired(p) for every finished position p in [0, batch), in
+// order, before anything moves (it reads args.items[p], item_steps[p],
+// results[p]); pushes each one's slot on the free stack; compacts the others
+// to [0, survivors) with item_steps + 1, item_tokens + tokens and finished
+// cleared. Returns the survivors.
+template <class Retired>
+BATON_HOST_DEVICE std::uint32_t RetireStep(const StepArgs& a, std::uint32_t batch,
+                                           std::uint32_t* free_slots, std::uint32_t& free_count,
+                                           Retired&& retired) {
+  std::uint32_t kept = 0;
+  for (std::uint32_t p = 0; p < batch; ++p) {
+    if (a.finished[p] != 0) {
+      retired(p);
+      free_slots[free_count++] = a.slots[p];
+      continue;
+    }
+    a.items[kept] = a.items[p];
+    a.slots[kept] = a.slots[p];
+    a.item_steps[kept] = a.item_steps[p] + 1;
+    a.item_tokens[kept] = a.item_tokens[p] + a.tokens[p];
+    a.finished[kept] = 0;
+    ++kept;
+  }
+  return kept;
+}
+
+// Admit: `item` joins at position `batch` with the slot on top of the free
+// stack (the caller checks free_count > 0). Returns the new batch.
+BATON_HOST_DEVICE inline std::uint32_t AdmitItem(const StepArgs& a, std::uint32_t batch,
+                                                 const std::uint32_t* free_slots,
+                                                 std::uint32_t& free_count, const WorkItem& item) {
+  a.items[batch] = item;
+  a.slots[batch] = free_slots[--free_count];
+  a.item_steps[batch] = 0;
+  a.item_tokens[batch] = 0;
+  a.finished[batch] = 0;
+  return batch + 1;
+}
+
+// Tokens: writes tokens[p] and token_offsets[p] for p in [0, batch) by the
+// rules above; returns the step's rows.
+BATON_HOST_DEVICE inline std::uint32_t PlanStepTokens(const TokenPolicy& policy, const StepArgs& a,
+                                                      std::uint32_t batch) {
+  std::uint32_t decoding_count = 0;
+  for (std::uint32_t p = 0; p < batch; ++p) {
+    bool decoding = false;
+    (void)TokensWanted(policy, a.items[p], a.item_tokens[p], decoding);
+    decoding_count += decoding ? 1 : 0;
+  }
+  // Without a budget every position decodes; with one, decodes never exceed
+  // it (max_tokens_per_step >= max_batch).
+  std::uint32_t left = policy.budgeted() && policy.max_tokens_per_step > decoding_count
+                           ? policy.max_tokens_per_step - decoding_count
+                           : 0;
+  std::uint32_t rows = 0;
+  for (std::uint32_t p = 0; p < batch; ++p) {
+    bool decoding = false;
+    std::uint32_t n = TokensWanted(policy, a.items[p], a.item_tokens[p], decoding);
+    if (!decoding) {
+      n = n < left ? n : left;
+      left -= n;
+    }
+    a.tokens[p] = n;
+    a.token_offsets[p] = rows;
+    rows += n;
+  }
+  return rows;
+}
+
+// Bucket: the index of the smallest of `sizes` (increasing) that holds
+// max(rows, batch), or -1 when none does.
+[[nodiscard]] BATON_HOST_DEVICE inline int ChooseStepBucket(const std::uint32_t* sizes,
+                                                            std::uint32_t count,
+                                                            std::uint32_t batch,
+                                                            std::uint32_t rows) {
+  const std::uint32_t need = rows > batch ? rows : batch;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (sizes[i] >= need) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace baton
