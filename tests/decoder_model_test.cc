@@ -99,5 +99,33 @@ TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
   EXPECT_EQ(ValidateDecoderModelOptions(options).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The token budget holds a token of every decoding sequence; a chunk cap
+// stays within it; the stream's window is a power of two.
+TEST(DecoderModelOptionsTest, TheBudgetTheChunkAndTheStreamWindowAreChecked) {
+  DecoderModelOptions options;
+  options.max_batch = 64;
+  options.max_tokens_per_step = 32;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::max_tokens_per_step is 32; it must be in [max_batch = 64, "
+                "65536] (a step holds one token of every decoding sequence");
+  options.max_tokens_per_step = 70000;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::max_tokens_per_step is 70000");
+  options.max_tokens_per_step = 64;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.max_chunk_tokens = 65;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::max_chunk_tokens is 65, above max_tokens_per_step 64");
+  options.max_chunk_tokens = 1;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options = DecoderModelOptions{};
+  options.stream_window = 100;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::stream_window is 100; it must be a power of two in [1, "
+                "65536]");
+  options.stream_window = 0;
+  ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::stream_window is 0");
+}
+
 }  // namespace
 }  // namespace baton

@@ -6,28 +6,37 @@
 //   options.checkpoint = "/models/Llama-3.2-1B";          // or options.config + weight_seed
 //   auto model = DecoderModel::Create(options);           // loaded, fused, on the GPU
 //   model->WriteRequests(0, requests);                    // prompts and limits -> entries 0..n-1
-//   runtime->RegisterStepProgram(model->MakeStepProgram({1, 2, 4, 8}));
-//   runtime->Submit({DecoderModel::WorkItemFor(0), ...}); // the device admits them
+//   runtime->RegisterStepProgram(model->MakeStepProgram());
+//   runtime->Submit({model->WorkItemFor(0), ...});        // the device admits them
+//   ... model->ReadStream(entry, from, tokens)            // tokens as each step ends
 //   ... Poll: Completion{item, value = tokens generated} ...
-//   model->ReadGenerated(entry, count)                    // the tokens
+//   model->ReadGenerated(entry, count)                    // the whole generation
 //
-// One step feeds every active sequence one token: a prompt token while the
-// sequence is still reading its prompt (simple prefill, one token per step),
-// then the token it generated last. A sequence finishes when it emits one of
-// its stop tokens or reaches max_new_tokens; the scheduler then retires it
-// and admits the next request into its slot in the same step (continuous
-// batching on the device). Tokens depend only on the weights, the prompt and
-// (when sampling) (seed, sequence_id, token index): not on batch position,
-// bucket or engine when the GEMMs are batch-invariant (DecoderGemm::kBatonGemv;
-// with cuBLASLt, different bucket sizes may pick different algorithms, and
-// the default kAuto switches GEMM above auto_gemv_max_bucket).
+// A step serves a token budget (DecoderModelOptions::max_tokens_per_step,
+// baton/batch_policy.h): every decoding sequence feeds its last token, and
+// sequences still reading their prompt feed chunks of it with what the
+// budget leaves, so a prompt costs what its arithmetic costs (its chunks'
+// projections are GEMMs) and decoding never waits more than one budget's
+// work. The device scheduler decides the chunks; the step's graph is chosen
+// by its rows. A sequence finishes when it emits one of its stop tokens or
+// reaches max_new_tokens; the scheduler then retires it and admits the next
+// request into its slot in the same step (continuous batching on the device).
+//
+// Tokens depend only on the weights, the prompt and (when sampling) (seed,
+// sequence_id, token index), given the kernels each step runs: with
+// DecoderGemm::kBatonGemv every engine runs Baton's own kernels for a given
+// bucket (its GEMV and fused attention up to max_batch rows, its tensor-core
+// GEMM and chunk attention above), so a request's tokens are the same on
+// every engine and host loop for the same schedule, and bit-identical to a
+// prompt fed a token per step while its chunks stay within max_batch rows
+// (both compute every row alike: see README, "Tokens and chunking"). With
+// cuBLASLt (kCublasLt, or kAuto above auto_gemv_max_bucket) the bits depend
+// on the bucket a step ran in.
 //
 // The step is a plan built once from the config (a list of ops with their
 // fusions) that the graph engines capture per bucket and the
 // dynamic-parallelism engine's device step walks from the device (grids sized
-// for the actual batch, so it serves batches above every bucket). The device
-// step always runs Baton's GEMV: with kBatonGemv its tokens are bit-identical
-// to the graph engines' and the host loop's.
+// for the actual rows, so it serves steps above every bucket).
 //
 // Thread safety: one host thread at a time; the model serves one runtime (or
 // host loop) at a time, since every step writes its activations and KV cache.
@@ -94,26 +103,44 @@ struct DecoderModelOptions {
   DecoderConfig config;           // the synthetic model's shape (ignored with a checkpoint)
   std::uint64_t weight_seed = 1;  // the synthetic model's weights
   // With a checkpoint: tokens one sequence may hold (prompt + generated), at
-  // most max_position_embeddings and kDecoderMaxContext (8192); 0: the
-  // smaller of the two. The KV cache is sized by it.
+  // most max_position_embeddings and kDecoderMaxContext (8192); 0: the most
+  // the checkpoint, the attention kernels and the GPU's free memory allow
+  // (the KV cache of max_batch sequences, the request table, with a reserve
+  // for the step's activations). The KV cache is sized by it; info() says
+  // what limited it.
   std::uint32_t max_context = 0;
   // With a checkpoint: the weights' and activations' type (default: the
   // checkpoint's fp16/bf16; a float32 checkpoint converts to bf16).
   std::optional<DecoderDType> dtype;
-  // The runtime's RuntimeOptions::max_batch: equal to it on the graph engines,
-  // at least it on the dynamic-parallelism engine.
+  // Sequences decoded together (KV-cache slots); the step program carries it
+  // to the runtime (leave RuntimeOptions::max_batch 0).
   std::uint32_t max_batch = 32;
+  // Rows one step may hold: a token of each decoding sequence plus chunks of
+  // the prompts being read (at least max_batch, at most 65536). 512 on the
+  // H100: a 512-row step of Llama-3.2-1B is compute-bound (its GEMMs near
+  // their peak), so larger chunks only lengthen the steps decoding
+  // sequences wait for, and smaller ones pay the weights' read more often
+  // (results/h100-2026-11-24-prefill-llama-3.2-1b.json, its budget sweep).
+  std::uint32_t max_tokens_per_step = 512;
+  // Most prompt tokens one sequence reads in one step (0: the budget). 1
+  // feeds prompts a token per step.
+  std::uint32_t max_chunk_tokens = 0;
   std::uint32_t max_requests = 1024;  // request-table entries
   DecoderGemm gemm = DecoderGemm::kAuto;
   std::uint32_t auto_gemv_max_bucket = 8;   // DecoderGemm::kAuto: largest bucket on the GEMV
   SamplingParams sampling{0.0f, 0};         // requests' default; temperature <= 0: greedy
   std::uint32_t step_clock_size = 1 << 16;  // power of two: step end stamps kept
+  // The token stream (ReadStream): each entry's newest this many generated
+  // tokens stay in mapped host memory (a power of two in [1, 65536]); older
+  // ones a reader missed are copied from the device.
+  std::uint32_t stream_window = 256;
 };
 
 struct DecoderModelInfo {
   std::string source;                       // the checkpoint directory, or "synthetic (seed N)"
   std::string architecture;                 // "LlamaForCausalLM", ...; "synthetic"
   std::vector<std::int32_t> eos_token_ids;  // config.json's eos_token_id (empty: none)
+  std::string context_limit;                // what set config().max_context
 };
 
 class DecoderModel {
@@ -130,7 +157,7 @@ class DecoderModel {
 
   // InvalidArgument naming the field and the fix, for a request this model
   // cannot run (empty prompt, token outside the vocabulary, limits past
-  // max_context).
+  // max_context, naming what set it).
   [[nodiscard]] absl::Status ValidateRequest(const DecodeRequest& request) const;
 
   // Writes requests into entries [first_entry, first_entry + size) and waits
@@ -140,17 +167,32 @@ class DecoderModel {
   [[nodiscard]] absl::Status WriteRequests(std::uint32_t first_entry,
                                            absl::Span<const DecodeRequest> requests);
 
-  // The work item that runs entry `entry`.
-  [[nodiscard]] static WorkItem WorkItemFor(std::uint32_t entry) {
-    return WorkItem::make(kDecodeRequestKind, entry, 0);
-  }
+  // The work item that runs entry `entry` as last written: it carries the
+  // prompt's length (its input, by which the scheduler chunks it). An entry
+  // never written gives an item the device refuses (kRefusedRequest).
+  [[nodiscard]] WorkItem WorkItemFor(std::uint32_t entry) const;
 
   // The step program to register with a Runtime: one graph per bucket on the
   // graph engines, and the device step (above) on the dynamic-parallelism
-  // engine, where `buckets` only guide the scheduler and may all lie below
-  // max_batch. The program refers to this model: keep the model alive while
-  // a runtime uses it.
-  [[nodiscard]] StepProgram MakeStepProgram(std::vector<std::uint32_t> buckets);
+  // engine, where `buckets` only guide the scheduler. Buckets count a step's
+  // rows; the largest must hold a whole step (max_tokens_per_step). Without
+  // buckets: DefaultBuckets(). It carries max_batch and the token budget. The
+  // program refers to this model: keep the model alive while a runtime uses
+  // it.
+  [[nodiscard]] StepProgram MakeStepProgram(std::vector<std::uint32_t> buckets = {});
+  // Powers of two from 1 up to max_batch, then doubling up to
+  // max_tokens_per_step (the last one exactly).
+  [[nodiscard]] std::vector<std::uint32_t> DefaultBuckets() const;
+
+  // The token stream: appends to `out` the tokens entry `entry` generated
+  // from index `from` on that are visible now, and returns the index after
+  // the last one appended. It never synchronizes with the loop: each token
+  // becomes visible once its step has chosen it (mapped host memory written
+  // by the step's last kernel); a reader that fell more than stream_window
+  // tokens behind gets the missed ones copied from the device. `from` past
+  // the tokens produced appends nothing.
+  [[nodiscard]] absl::StatusOr<std::uint32_t> ReadStream(std::uint32_t entry, std::uint32_t from,
+                                                         std::vector<std::int32_t>& out) const;
 
   // Enqueues one step for ctx (what MakeStepProgram's enqueue does): usable
   // by a host-driven loop over the same kernels.
@@ -161,7 +203,8 @@ class DecoderModel {
   [[nodiscard]] absl::StatusOr<std::vector<std::int32_t>> ReadGenerated(std::uint32_t entry,
                                                                         std::uint32_t count) const;
 
-  // The logits row the last step computed at batch position `position`.
+  // The logits row the last step computed at batch position `position` (of
+  // the sequence's last row that step).
   [[nodiscard]] absl::StatusOr<std::vector<float>> ReadLogits(std::uint32_t position) const;
 
   // Global-timer stamps (ns) of steps [first, first + count), taken as each

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "baton/bucket_table.h"
+#include "baton/host_batch.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
 
@@ -13,63 +13,72 @@ namespace baton::samples {
 namespace {
 
 // Lays the StepArgs arrays out back to back from `base`.
-StepArgs LayOut(unsigned char* base, std::uint32_t max_batch, std::size_t& up_bytes,
-                std::size_t& down_offset, std::size_t& down_bytes) {
+StepArgs LayOut(unsigned char* base, std::uint32_t max_batch, std::uint32_t max_tokens,
+                std::size_t& up_bytes, std::size_t& down_offset, std::size_t& down_bytes) {
   StepArgs args;
   args.max_batch = max_batch;
+  args.max_tokens = max_tokens;
   std::size_t at = 0;
   args.header = reinterpret_cast<StepHeader*>(base + at);
   at += 64;
   args.items = reinterpret_cast<WorkItem*>(base + at);
   at += sizeof(WorkItem) * max_batch;
-  args.slots = reinterpret_cast<std::uint32_t*>(base + at);
-  at += 4 * max_batch;
-  args.item_steps = reinterpret_cast<std::uint32_t*>(base + at);
-  at += 4 * max_batch;
-  down_offset = at;
-  args.finished = reinterpret_cast<std::uint32_t*>(base + at);
-  at += 4 * max_batch;
-  args.results = reinterpret_cast<std::uint32_t*>(base + at);
-  at += 4 * max_batch;
-  up_bytes = at;
+  PointStepWords(args, reinterpret_cast<std::uint32_t*>(base + at));
+  at += sizeof(std::uint32_t) * kStepWords * max_batch;
+  // Only finished and results (the last two arrays) come back.
+  down_offset = reinterpret_cast<unsigned char*>(args.finished) - base;
   down_bytes = at - down_offset;
+  // Padded so that the schedule replay's back-to-back copies keep every
+  // WorkItem (alignas(16)) aligned.
+  up_bytes = (at + 63) / 64 * 64;
   return args;
 }
 
 }  // namespace
 
-std::vector<ScheduleRun> ScheduleRuns(absl::Span<const std::uint32_t> lengths,
-                                      std::uint32_t max_batch) {
+std::vector<ScheduleRun> ScheduleRuns(std::uint32_t count, std::uint32_t prompt,
+                                      std::uint32_t new_tokens, std::uint32_t max_batch,
+                                      const TokenPolicy& policy) {
   std::vector<ScheduleRun> runs;
-  std::vector<double> item_step_sums;  // per run: the item steps of all its positions
-  std::vector<std::uint32_t> active_steps, active_lengths;  // in batch order
-  std::size_t next = 0;
+  std::vector<double> ran_sums;  // per decode run: the tokens before each position's step
+  HostBatch b(max_batch);
+  const StepArgs& a = b.args();
+  std::uint32_t next = 0;
+  const WorkItem item = WorkItem::make(0, 0, prompt);
   for (;;) {
-    while (active_steps.size() < max_batch && next < lengths.size()) {
-      active_steps.push_back(0);
-      active_lengths.push_back(std::max<std::uint32_t>(lengths[next++], 1));
-    }
-    if (active_steps.empty()) break;
-    const std::uint32_t batch = static_cast<std::uint32_t>(active_steps.size());
-    if (runs.empty() || runs.back().batch != batch) {
-      runs.push_back(ScheduleRun{batch, 0, 0});
-      item_step_sums.push_back(0);
+    for (; b.CanAdmit() && next < count; ++next) b.Admit(item);
+    const std::uint32_t batch = b.batch();
+    if (batch == 0) break;
+    const std::uint32_t rows = b.PlanTokens(policy);
+    bool decoding = rows == batch;
+    for (std::uint32_t p = 0; p < batch && decoding; ++p) decoding = a.tokens[p] == 1;
+    const bool extends =
+        decoding && !runs.empty() && runs.back().chunks.empty() && runs.back().batch == batch;
+    if (!extends) {
+      ScheduleRun run;
+      run.batch = batch;
+      run.rows = rows;
+      if (!decoding) {
+        for (std::uint32_t p = 0; p < batch; ++p) {
+          run.chunks.push_back({a.item_tokens[p], a.tokens[p], a.item_tokens[p] < prompt});
+        }
+      }
+      runs.push_back(std::move(run));
+      ran_sums.push_back(0);
     }
     ++runs.back().steps;
-    std::size_t kept = 0;
-    for (std::size_t p = 0; p < active_steps.size(); ++p) {
-      item_step_sums.back() += active_steps[p];
-      if (active_steps[p] + 1 >= active_lengths[p]) continue;  // retires after this step
-      active_steps[kept] = active_steps[p] + 1;
-      active_lengths[kept] = active_lengths[p];
-      ++kept;
+    for (std::uint32_t p = 0; p < batch; ++p) {
+      ran_sums.back() += a.item_tokens[p];
+      // The step produces token index ran + tokens; the request ends with
+      // its last new token (no stop tokens).
+      const std::uint32_t produced = a.item_tokens[p] + a.tokens[p];
+      a.finished[p] = a.tokens[p] > 0 && produced >= prompt && produced + 1 - prompt >= new_tokens;
     }
-    active_steps.resize(kept);
-    active_lengths.resize(kept);
+    b.Retire([](std::uint32_t) {});
   }
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const double positions = static_cast<double>(runs[r].batch) * runs[r].steps;
-    runs[r].item_step = static_cast<std::uint32_t>(item_step_sums[r] / positions + 0.5);
+    runs[r].item_tokens = static_cast<std::uint32_t>(ran_sums[r] / positions + 0.5);
   }
   return runs;
 }
@@ -80,31 +89,34 @@ std::uint64_t ScheduleSteps(absl::Span<const ScheduleRun> runs) {
   return steps;
 }
 
-absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(DecoderModel& model,
-                                                           std::vector<std::uint32_t> buckets) {
+absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(const StepProgram& program) {
   std::unique_ptr<HostLoop> loop(new HostLoop());
-  loop->max_batch_ = model.options().max_batch;
-  if (buckets.empty() || buckets.back() != loop->max_batch_) {
+  loop->max_batch_ = program.max_batch;
+  loop->policy_ = program.tokens;
+  const std::uint32_t max_tokens = std::max(program.max_batch, program.tokens.max_tokens_per_step);
+  if (program.max_batch == 0 || program.buckets.empty() || program.buckets.back() < max_tokens) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "HostLoop: the largest bucket must equal the model's max_batch %u", loop->max_batch_));
+        "HostLoop: the program needs a max_batch and a largest bucket of at least %u rows",
+        max_tokens));
   }
-  loop->buckets_ = std::move(buckets);
+  loop->buckets_ = program.buckets;
   BATON_ASSIGN_OR_RETURN(loop->stream_, CreateStream());
   std::size_t up = 0, down_offset = 0, down = 0;
-  LayOut(nullptr, loop->max_batch_, up, down_offset, down);
+  LayOut(nullptr, loop->max_batch_, max_tokens, up, down_offset, down);
   BATON_ASSIGN_OR_RETURN(loop->device_, DeviceBuffer<unsigned char>::Create(up));
   BATON_ASSIGN_OR_RETURN(loop->host_, MappedHostBuffer<unsigned char>::Create(up));
   std::memset(loop->host_.host(), 0, up);
-  loop->device_args_ = LayOut(loop->device_.data(), loop->max_batch_, loop->up_bytes_,
+  loop->device_args_ = LayOut(loop->device_.data(), loop->max_batch_, max_tokens, loop->up_bytes_,
                               loop->down_offset_, loop->down_bytes_);
-  loop->host_args_ = LayOut(loop->host_.host(), loop->max_batch_, up, down_offset, down);
-  BATON_RETURN_IF_ERROR(loop->Upload(0, 0, 0));
+  loop->host_args_ =
+      LayOut(loop->host_.host(), loop->max_batch_, max_tokens, up, down_offset, down);
+  BATON_RETURN_IF_ERROR(loop->Upload(0, 0, 0, 0));
   for (std::uint32_t bucket : loop->buckets_) {
     StepContext ctx;
     ctx.bucket_size = bucket;
     ctx.args = loop->device_args_;
     BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(loop->stream_.get(), [&](cudaStream_t s) {
-                             return model.EnqueueStep(ctx, s);
+                             return program.enqueue(ctx, s);
                            }));
     BATON_ASSIGN_OR_RETURN(GraphExec exec, InstantiateGraph(graph.get()));
     BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec.get(), loop->stream_.get()));
@@ -114,69 +126,60 @@ absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(DecoderModel& model,
   return loop;
 }
 
-absl::Status HostLoop::Upload(std::uint32_t batch, std::uint32_t bucket, std::uint64_t step) {
+absl::Status HostLoop::Upload(std::uint32_t batch, std::uint32_t rows, std::uint32_t bucket,
+                              std::uint64_t step) {
   StepHeader& header = *host_args_.header;
   header.step = step;
   header.batch = batch;
   header.bucket = bucket;
   header.bucket_size = buckets_[bucket];
+  header.tokens = rows;
   BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_.data(), host_.host(), up_bytes_,
                                              cudaMemcpyHostToDevice, stream_.get()));
   return absl::OkStatus();
 }
 
 absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first_step,
-                           std::vector<Completion>& completions) {
+                           std::vector<Completion>& completions,
+                           const std::function<void()>& after_step) {
   StepArgs& a = host_args_;
-  free_slots_.clear();
-  for (std::uint32_t s = max_batch_; s-- > 0;) free_slots_.push_back(s);
+  free_slots_.assign(max_batch_, 0);
+  for (std::uint32_t i = 0; i < max_batch_; ++i) free_slots_[i] = max_batch_ - 1 - i;
+  std::uint32_t free_count = max_batch_;
   std::size_t next = 0;
   std::uint32_t batch = 0;
   std::uint64_t step = first_step;
   std::fill(a.finished, a.finished + max_batch_, 0u);
   for (;;) {
-    // Admit into free slots, in order.
-    while (batch < max_batch_ && next < items.size()) {
-      a.items[batch] = items[next++];
-      a.slots[batch] = free_slots_.back();
-      free_slots_.pop_back();
-      a.item_steps[batch] = 0;
-      ++batch;
+    while (batch < max_batch_ && free_count > 0 && next < items.size()) {
+      batch = AdmitItem(a, batch, free_slots_.data(), free_count, items[next++]);
     }
     if (batch == 0) break;
-    const std::uint32_t bucket = static_cast<std::uint32_t>(
-        std::lower_bound(buckets_.begin(), buckets_.end(), batch) - buckets_.begin());
-    BATON_RETURN_IF_ERROR(Upload(batch, bucket, step));
+    const std::uint32_t rows = PlanStepTokens(policy_, a, batch);
+    const int bucket =
+        ChooseStepBucket(buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), batch, rows);
+    if (bucket < 0) return absl::InternalError("HostLoop: no bucket holds the step");
+    BATON_RETURN_IF_ERROR(Upload(batch, rows, static_cast<std::uint32_t>(bucket), step));
     BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), stream_.get()));
     BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_.host() + down_offset_,
                                                device_.data() + down_offset_, down_bytes_,
                                                cudaMemcpyDeviceToHost, stream_.get()));
     BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    if (after_step) after_step();
     ++step;
     ++steps_;
-    // Retire finished items, keep the rest in order (as the device does).
-    std::uint32_t kept = 0;
-    for (std::uint32_t p = 0; p < batch; ++p) {
-      if (a.finished[p] != 0) {
-        completions.push_back(Completion{a.items[p].id,
-                                         static_cast<std::uint32_t>(CompletionStatus::kCompleted),
-                                         a.item_steps[p] + 1, a.results[p]});
-        free_slots_.push_back(a.slots[p]);
-        a.finished[p] = 0;
-        continue;
-      }
-      a.items[kept] = a.items[p];
-      a.slots[kept] = a.slots[p];
-      a.item_steps[kept] = a.item_steps[p] + 1;
-      ++kept;
-    }
-    batch = kept;
+    batch = RetireStep(a, batch, free_slots_.data(), free_count, [&](std::uint32_t p) {
+      completions.push_back(Completion{a.items[p].id,
+                                       static_cast<std::uint32_t>(CompletionStatus::kCompleted),
+                                       a.item_steps[p] + 1, a.results[p]});
+    });
   }
   return absl::OkStatus();
 }
 
-absl::Status HostLoop::PrepareScheduleReplay(DecoderModel& model, std::vector<ScheduleRun> runs,
-                                             const WorkItem& item) {
+absl::Status HostLoop::PrepareScheduleReplay(const StepProgram& program,
+                                             std::vector<ScheduleRun> runs,
+                                             const WorkItem& decoding, const WorkItem& reading) {
   if (runs.empty()) return absl::InvalidArgumentError("HostLoop: an empty schedule to replay");
   // Every run's arguments, laid out as the step reads them, staged once: a
   // replay copies them on the device, so nothing host-side can change under
@@ -190,19 +193,31 @@ absl::Status HostLoop::PrepareScheduleReplay(DecoderModel& model, std::vector<Sc
           "HostLoop: schedule run %u has batch %u and %u steps; batches must lie in [1, %u]",
           static_cast<std::uint32_t>(r), run.batch, run.steps, max_batch_));
     }
-    BATON_ASSIGN_OR_RETURN(const std::uint32_t bucket, ChooseBucket(buckets_, run.batch));
+    const int bucket = ChooseStepBucket(
+        buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), run.batch, run.rows);
+    if (bucket < 0) return absl::InvalidArgumentError("HostLoop: no bucket holds a run's step");
     std::size_t up = 0, down_offset = 0, down = 0;
-    const StepArgs a = LayOut(staged.data() + r * up_bytes_, max_batch_, up, down_offset, down);
+    const StepArgs a = LayOut(staged.data() + r * up_bytes_, max_batch_, device_args_.max_tokens,
+                              up, down_offset, down);
     a.header->step = 0;
     a.header->batch = run.batch;
-    a.header->bucket = bucket;
+    a.header->bucket = static_cast<std::uint32_t>(bucket);
     a.header->bucket_size = buckets_[bucket];
+    a.header->tokens = run.rows;
+    std::uint32_t offset = 0;
     for (std::uint32_t p = 0; p < run.batch; ++p) {
-      a.items[p] = item;
+      const bool chunk = !run.chunks.empty();
+      const std::uint32_t ran = chunk ? run.chunks[p].ran : run.item_tokens;
+      const std::uint32_t tokens = chunk ? run.chunks[p].tokens : 1;
+      a.items[p] = chunk && run.chunks[p].reading ? reading : decoding;
       a.slots[p] = p;
-      a.item_steps[p] = run.item_step;
+      a.item_steps[p] = 0;
+      a.item_tokens[p] = ran;
+      a.tokens[p] = tokens;
+      a.token_offsets[p] = offset;
+      offset += tokens;
     }
-    replay_buckets_.push_back(bucket);
+    replay_buckets_.push_back(static_cast<std::uint32_t>(bucket));
   }
   BATON_ASSIGN_OR_RETURN(replay_args_, DeviceBuffer<unsigned char>::Create(staged.size()));
   BATON_CUDA_RETURN_IF_ERROR(
@@ -215,7 +230,7 @@ absl::Status HostLoop::PrepareScheduleReplay(DecoderModel& model, std::vector<Sc
     ctx.args = device_args_;
     BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(stream_.get(), [&](cudaStream_t s) {
                              for (std::uint32_t k = 0; k < kReplayStepsPerGraph; ++k) {
-                               BATON_RETURN_IF_ERROR(model.EnqueueStep(ctx, s));
+                               BATON_RETURN_IF_ERROR(program.enqueue(ctx, s));
                              }
                              return absl::OkStatus();
                            }));

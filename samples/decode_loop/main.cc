@@ -66,11 +66,13 @@ ABSL_FLAG(std::string, engines, "host,tail,tail2,conditional,conditional2",
           "comma-separated drivers: host (host graph launch + sync per step), tail (tail-launch "
           "engine, default steps per launch), tail2 (tail-launch engine, 2 steps per launch), "
           "conditional (conditional engine, default steps per loop iteration), conditional2 (2 "
-          "steps per loop iteration), dp "
-          "(dynamic-parallelism engine: the decoder's device step, which always runs the GEMV "
-          "projections, so dp needs --gemm=gemv to produce the other drivers' tokens and is "
-          "refused otherwise)");
-ABSL_FLAG(int, prompt_tokens, 16, "prompt length of every request");
+          "steps per loop iteration), dp (dynamic-parallelism engine: the decoder's device step, "
+          "whose decode projections are Baton's GEMV, so dp needs --gemm=gemv; refused otherwise)");
+ABSL_FLAG(int, prompt_tokens, 512, "prompt length of every request (read in chunks of the budget)");
+ABSL_FLAG(int, max_tokens_per_step, 512,
+          "the model's token budget per step (DecoderModelOptions::max_tokens_per_step)");
+ABSL_FLAG(int, max_chunk_tokens, 0,
+          "most prompt tokens one sequence reads per step (0: the budget; 1: one per step)");
 ABSL_FLAG(int, new_tokens, 128, "tokens generated per request (no stop token)");
 ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (continuous batching)");
 ABSL_FLAG(std::string, gemm, "auto",
@@ -144,7 +146,7 @@ absl::StatusOr<RunResult> RunHost(DecoderModel& model, HostLoop& loop,
                                   const std::vector<DecodeRequest>& requests) {
   BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
   std::vector<WorkItem> items;
-  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(DecoderModel::WorkItemFor(i));
+  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(model.WorkItemFor(i));
   std::vector<Completion> completions;
   RunResult result;
   const std::uint64_t first = loop.steps();
@@ -160,7 +162,7 @@ absl::StatusOr<RunResult> RunEngine(DecoderModel& model, Runtime& runtime, Engin
                                     const std::vector<DecodeRequest>& requests) {
   BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
   std::vector<WorkItem> items;
-  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(DecoderModel::WorkItemFor(i));
+  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(model.WorkItemFor(i));
   BATON_RETURN_IF_ERROR(runtime.Start(engine));
   const std::uint64_t first = runtime.stats().steps;
   std::vector<Completion> completions;
@@ -262,6 +264,9 @@ absl::StatusOr<DecoderModelOptions> ModelOptionsFor(const Scenario& scenario,
   }
   options.weight_seed = absl::GetFlag(FLAGS_seed);
   options.max_batch = scenario.batch;
+  options.max_tokens_per_step = static_cast<std::uint32_t>(
+      std::max(absl::GetFlag(FLAGS_max_tokens_per_step), static_cast<int>(scenario.batch)));
+  options.max_chunk_tokens = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_max_chunk_tokens));
   options.max_requests = max_requests;
   options.gemm = GemmOf(absl::GetFlag(FLAGS_gemm));
   options.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
@@ -275,7 +280,7 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   const std::uint32_t batch = scenario.batch;
   const std::uint32_t request_count = batch * absl::GetFlag(FLAGS_requests_per_slot);
   BATON_ASSIGN_OR_RETURN(const DecoderModelOptions options,
-                         ModelOptionsFor(scenario, request_count));
+                         ModelOptionsFor(scenario, std::max<std::uint32_t>(request_count, 2)));
   BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
   const DecoderConfig& config = model->config();
   if (parity != nullptr) {  // as the model serves the checkpoint
@@ -290,27 +295,37 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
     requests[i].max_new_tokens = absl::GetFlag(FLAGS_new_tokens);
     requests[i].sequence_id = i;
   }
-  const std::vector<std::uint32_t> buckets = PowerOfTwoBuckets(batch);
+  const StepProgram program = model->MakeStepProgram();
   const std::string name = absl::StrCat(scenario.model, " b", batch);
   const double floor_us = model->weight_bytes() / bandwidth * 1e6;
 
   // The bound for the same work: every request is queued before the first
-  // step and runs prompt_tokens + new_tokens - 1 steps (no stop tokens), so
-  // the schedule (the batch, hence the bucket, of every step) is known; it is
-  // replayed with no decision and few graph boundaries. A driver that ran
-  // another number of steps ran other work: its overhead is not reported.
-  BATON_ASSIGN_OR_RETURN(auto host_loop, HostLoop::Create(*model, buckets));
-  const std::vector<std::uint32_t> lengths(
-      request_count, absl::GetFlag(FLAGS_prompt_tokens) + absl::GetFlag(FLAGS_new_tokens) - 1);
-  const std::vector<ScheduleRun> schedule = ScheduleRuns(lengths, batch);
+  // step and runs its prompt and new_tokens (no stop tokens), so the
+  // schedule (the batch, rows and bucket of every step, under the batch
+  // policy) is known; it is replayed with no decision and few graph
+  // boundaries. A driver that ran another number of steps ran other work:
+  // its overhead is not reported.
+  BATON_ASSIGN_OR_RETURN(auto host_loop, HostLoop::Create(program));
+  const std::uint32_t prompt = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_prompt_tokens));
+  const std::vector<ScheduleRun> schedule = ScheduleRuns(
+      request_count, prompt, static_cast<std::uint32_t>(absl::GetFlag(FLAGS_new_tokens)), batch,
+      program.tokens);
   const std::uint64_t schedule_steps = ScheduleSteps(schedule);
-  BATON_RETURN_IF_ERROR(model->WriteRequests(0, {requests[0]}));
-  BATON_RETURN_IF_ERROR(
-      host_loop->PrepareScheduleReplay(*model, schedule, DecoderModel::WorkItemFor(0)));
-  BATON_ASSIGN_OR_RETURN(TimingSummary replay,
+  // Two entries the replay's positions run: one past a 1-token prompt
+  // (decoding), one whose prompt is as long as the context (reading).
+  const std::uint32_t context = static_cast<std::uint32_t>(config.max_context);
+  std::vector<DecodeRequest> replay(2);
+  replay[0].prompt = {0};
+  replay[0].max_new_tokens = context - 1;
+  replay[1].prompt.assign(context - 1, 0);
+  replay[1].max_new_tokens = 1;
+  BATON_RETURN_IF_ERROR(model->WriteRequests(0, replay));
+  BATON_RETURN_IF_ERROR(host_loop->PrepareScheduleReplay(program, schedule, model->WorkItemFor(0),
+                                                         model->WorkItemFor(1)));
+  BATON_ASSIGN_OR_RETURN(TimingSummary replay_time,
                          TimeWithEvents(host_loop->stream(), 1, repeats,
                                         [&]() { return host_loop->EnqueueScheduleReplay(); }));
-  const double bound_us = replay.median_ms * 1e3 / static_cast<double>(schedule_steps);
+  const double bound_us = replay_time.median_ms * 1e3 / static_cast<double>(schedule_steps);
   report.AddRow()
       .Set("scenario", name)
       .Set("driver", "graph replays of the same steps, no decision (bound)")
@@ -328,15 +343,14 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   for (const EngineChoice& choice : engines) {
     std::unique_ptr<Runtime> runtime;
     if (!choice.host) {
-      RuntimeOptions runtime_options;
-      runtime_options.max_batch = batch;
+      RuntimeOptions runtime_options;  // max_batch: the program's
       runtime_options.queue_capacity = 1u << 12;
       runtime_options.mailbox_capacity = 1u << 12;
       runtime_options.tail_steps_per_launch = choice.tail_steps_per_launch;
       runtime_options.conditional_steps_per_iteration = choice.conditional_steps_per_iteration;
       if (trace) runtime_options.trace_capacity = 1u << 16;
       BATON_ASSIGN_OR_RETURN(runtime, Runtime::Create(runtime_options));
-      BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram(buckets)));
+      BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(program));
     }
     std::vector<double> step_means, p50s, p99s, rates;
     RunResult last;
@@ -543,6 +557,11 @@ absl::Status Run(Report& report) {
           "--gemm=cublaslt; --soak_check_every must be >= 1");
     }
     soak.model.gemm = DecoderGemm::kBatonGemv;
+    // Steps of at most max_batch rows run Baton's GEMV and fused attention,
+    // which compute every row alike however prompts are chunked: the check's
+    // replays in other batches must give the same bits (README, "Tokens and
+    // chunking").
+    soak.model.max_tokens_per_step = soak.model.max_batch;
     report.SetParam("soak_gemm", "gemv");
     report.SetParam("soak_model", scenarios.front().model);
     report.SetParam("soak_batch", static_cast<std::int64_t>(soak.model.max_batch));

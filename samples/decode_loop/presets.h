@@ -14,7 +14,7 @@ namespace baton::samples {
 inline absl::StatusOr<DecoderConfig> ModelPreset(const std::string& name, DecoderDType dtype) {
   DecoderConfig c;
   c.dtype = dtype;
-  c.max_context = 512;
+  c.max_context = 2048;  // prompts of realistic length, read in chunks
   if (name == "tiny") {
     c.layers = 2;
     c.d_model = 256;

@@ -62,16 +62,14 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   }
   const double memory_start = DeviceUsedMiB();
   BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options.model));
-  RuntimeOptions runtime_options;
-  runtime_options.max_batch = batch;
+  RuntimeOptions runtime_options;  // max_batch: the program's
   runtime_options.queue_capacity = 1u << 14;
   runtime_options.mailbox_capacity = 1u << 14;
   // Far below the 2 s default, so a false alarm in a million steps would show
   // (Poll returns DeadlineExceeded, which ends the soak as a failure).
   runtime_options.watchdog_timeout = absl::Milliseconds(250);
   BATON_ASSIGN_OR_RETURN(auto runtime, Runtime::Create(runtime_options));
-  BATON_RETURN_IF_ERROR(
-      runtime->RegisterStepProgram(model->MakeStepProgram(PowerOfTwoBuckets(batch))));
+  BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram()));
 
   const DecoderConfig& config = model->config();
   std::mt19937_64 rng(options.seed);
@@ -103,7 +101,8 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
     BATON_RETURN_IF_ERROR(model->WriteRequests(entry, {r}));
     live[entry] = std::move(r);
     outstanding[entry] = true;
-    BATON_RETURN_IF_ERROR(runtime->Submit({DecoderModel::WorkItemFor(entry)}));
+    const WorkItem item = model->WorkItemFor(entry);
+    BATON_RETURN_IF_ERROR(runtime->Submit({&item, 1}));
     ++submitted;
     return absl::OkStatus();
   };
@@ -177,7 +176,7 @@ absl::Status RunSoak(const SoakOptions& options, Report& report) {
   const std::uint64_t lost = submitted - completed - drained;
   // The engine has stopped: the model is free for the reference loop.
   const auto replay_start = std::chrono::steady_clock::now();
-  BATON_RETURN_IF_ERROR(checker.Replay(*model, batch));
+  BATON_RETURN_IF_ERROR(checker.Replay(*model));
   const double replay_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - replay_start).count();
 

@@ -104,10 +104,9 @@ void SoakChecker::OnComplete(std::uint32_t entry, std::vector<std::int32_t> toke
   records_.push_back(std::move(record));
 }
 
-absl::Status SoakChecker::Replay(DecoderModel& model, std::uint32_t batch) {
+absl::Status SoakChecker::Replay(DecoderModel& model) {
   if (records_.empty()) return absl::OkStatus();
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<HostLoop> loop,
-                         HostLoop::Create(model, PowerOfTwoBuckets(batch)));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<HostLoop> loop, HostLoop::Create(model.MakeStepProgram()));
   const std::size_t group = model.options().max_requests;
   for (std::size_t first = 0; first < records_.size(); first += group) {
     const std::size_t n = std::min(group, records_.size() - first);
@@ -115,9 +114,10 @@ absl::Status SoakChecker::Replay(DecoderModel& model, std::uint32_t batch) {
     std::vector<WorkItem> items;
     for (std::size_t i = 0; i < n; ++i) {
       requests.push_back(records_[first + i].request);
-      items.push_back(DecoderModel::WorkItemFor(static_cast<std::uint32_t>(i)));
+      items.push_back(WorkItem::invalid());  // set once the entry is written
     }
     BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
+    for (std::size_t i = 0; i < n; ++i) items[i] = model.WorkItemFor(static_cast<std::uint32_t>(i));
     std::vector<Completion> completions;
     BATON_RETURN_IF_ERROR(loop->Run(items, loop->steps(), completions));
     std::vector<bool> replayed(n, false);

@@ -47,8 +47,8 @@ class SoakChecker {
 
   // After the engine stopped: replays every checked request, up to the
   // request table's size at a time, in a host loop over `model` (which must
-  // be idle) with PowerOfTwoBuckets(batch).
-  [[nodiscard]] absl::Status Replay(DecoderModel& model, std::uint32_t batch);
+  // be idle) with the model's own step program.
+  [[nodiscard]] absl::Status Replay(DecoderModel& model);
 
   [[nodiscard]] std::uint64_t checked() const { return records_.size(); }
   [[nodiscard]] std::uint64_t repeats() const { return repeats_; }  // stop-token repeats

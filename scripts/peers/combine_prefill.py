@@ -62,10 +62,34 @@ def floor_of(inputs: dict[str, Any], batch: int, prompt: int) -> float:
                      inputs["weight_bytes"] / (inputs["bandwidth_GBps"] * 1e9)) * 1e3, 4)
 
 
+# The drivers the targets are about: Baton's engines, the GPU deciding every step (the host loop
+# is the baseline they replace; the dynamic-parallelism engine is the fallback).
+TARGET_DRIVERS = ("Baton tail-launch", "Baton conditional")
+
+
+def from_sample_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The prefill sample's --json (the samples' common report: device, params, rows of kind
+    "request" and "mixed", each with its max_tokens_per_step) in this script's Baton shape: the
+    first budget's rows and mixed run, the other budgets' rows as the budget sweep."""
+    rows = report.get("rows", [])
+    budgets = [r["max_tokens_per_step"] for r in rows]
+    primary = budgets[0] if budgets else None
+    main = [{k: v for k, v in r.items() if k != "kind"} for r in rows
+            if r.get("kind") == "request" and r["max_tokens_per_step"] == primary]
+    mixed = [r for r in rows if r.get("kind") == "mixed" and r["max_tokens_per_step"] == primary]
+    sweep = [r for r in rows if (r.get("kind") == "mixed" or (r["batch"] == 1 and r["prompt_tokens"] == PROMPT
+                                                               and r["driver"] == "Baton tail-launch"))]
+    return {"sample": "prefill", "gpu": report.get("device", {}).get("name", ""),
+            "date": str(report.get("date", ""))[:10], "params": {**report.get("params", {}),
+                                                                "max_tokens_per_step": primary},
+            "rows": main, "mixed": mixed[0] if mixed else None, "budget_sweep": sweep,
+            "passed": report.get("passed"), "failures": report.get("failures", [])}
+
+
 def _best(rows: list[dict[str, Any]], key: str, batch: int, prompt: int,
           new_tokens: int | None = None) -> dict[str, Any] | None:
-    """Baton's fastest driver for `key` at a shape."""
-    cands = [r for r in rows if r["driver"].startswith(BATON_PREFIX) and r["batch"] == batch
+    """Baton's engine with the best `key` at a shape."""
+    cands = [r for r in rows if r["driver"] in TARGET_DRIVERS and r["batch"] == batch
              and r["prompt_tokens"] == prompt and r.get(key) is not None
              and (new_tokens is None or r["new_tokens"] == new_tokens)]
     return min(cands, key=lambda r: r[key]) if cands else None
@@ -96,6 +120,8 @@ def targets(gpu: str, rows: list[dict[str, Any]], mixed: dict[str, Any] | None) 
 
 
 def combine(baton: dict[str, Any], peers: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    if "device" in baton and "gpu" not in baton:
+        baton = from_sample_report(baton)
     if baton.get("sample") not in (None, "prefill"):
         raise CombineError(f"the Baton file is the {baton.get('sample')!r} sample's, not prefill's")
     gpu_b, gpu_p = baton.get("gpu", ""), peers.get("gpu", "")
@@ -128,6 +154,7 @@ def combine(baton: dict[str, Any], peers: dict[str, Any], model: str | None = No
         "peers_checks": {k: v for k, v in peers.get("checks", {}).items() if not k.startswith("tiny_presets")},
         "floor_inputs": inputs,
         "mixed": mixed,
+        "budget_sweep": baton.get("budget_sweep", []),
         "targets": targets(gpu, rows, mixed),
         "definitions": {
             "ttft_ms": "Baton: its prefill sample's time to first token (batch 8: the last request's first token); "

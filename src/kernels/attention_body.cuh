@@ -80,15 +80,61 @@ __device__ __forceinline__ void rope_key_value_piece(const T* k, const T* v, T* 
   }
 }
 
+inline constexpr int kRopeAppendThreads = 128;
+
+// RoPE and the KV append of row p (EnqueueRopeAppendKv): a block of
+// kRopeAppendThreads per row. q rotated in place; k rotated and v appended at the
+// row's position of its slot.
+template <class T, int V>
+__device__ __forceinline__ void rope_append_body(DecoderConfig config, const float* inv_freq,
+                                                 T* qkv, KvCacheLayer cache, DecodeBatch batch) {
+  const std::uint32_t p = blockIdx.x;
+  bool live = false;
+  std::uint32_t slot = 0;
+  int pos = 0;
+  if (!enter_step_node_sequence(batch, config, p, live, slot, pos)) return;
+  T* q = qkv + static_cast<std::size_t>(p) * config.qkv_width();
+  const T* k = q + config.attention_width();
+  const T* v = k + config.kv_width();
+  for (int d = threadIdx.x * V; d < config.attention_width(); d += kRopeAppendThreads * V) {
+    float unused[V];
+    rope_query_piece<T, V>(q, d, RopeAngles<V>(config, inv_freq, pos, d), unused);
+  }
+  for (int d = threadIdx.x * V; d < config.kv_width(); d += kRopeAppendThreads * V) {
+    const int kv_head = d / config.head_dim;
+    const std::size_t row = cache_row(config, slot, kv_head, pos) + d % config.head_dim;
+    rope_key_value_piece<T, V>(k, v, static_cast<T*>(cache.keys), static_cast<T*>(cache.values),
+                               row, d, RopeAngles<V>(config, inv_freq, pos, d), /*append=*/true);
+  }
+}
+
 inline constexpr int kAttentionThreads = 128;
 inline constexpr int kAttentionWarps = kAttentionThreads / 32;
 inline constexpr int kAttentionChunk = 8;  // loads of one key row in flight at a time
 
-// One block per (position, head). Scores: a thread per key, its row's loads
-// all in flight. Values: groups of head_dim / V threads split the context,
-// each thread V consecutive dimensions. With Rope, the block first rotates
-// its head's q and k and appends k and v (EnqueueRopeAttention).
-// Dynamic shared memory: scores [max_context].
+// The key of an earlier row of this row's chunk (sequence position t),
+// from that row's qkv k rotated as rope_key_value_piece rotates it and
+// rounded as the cache stores it: the bits the cache will hold, which its
+// own block is appending meanwhile. Dotted with q (shared memory).
+template <class T, int V>
+__device__ __forceinline__ float fresh_key_dot(const DecoderConfig& config, const float* inv_freq,
+                                               const T* k_row, int t, const float* q) {
+  float dot = 0.0f;
+  for (int d = 0; d < config.head_dim; d += V) {
+    float kf[V];
+    rotated_piece<T, V>(k_row, d, RopeAngles<V>(config, inv_freq, t, d), kf);
+#pragma unroll
+    for (int e = 0; e < V; ++e) dot += q[d + e] * Storage<T>::load(Storage<T>::store(kf[e]));
+  }
+  return dot;
+}
+
+// One block per (row, head). Scores: a thread per key, its row's loads all
+// in flight. Values: groups of head_dim / V threads split the context, each
+// thread V consecutive dimensions. With Rope, the block first rotates its
+// head's q and k and appends k and v (EnqueueRopeAttention); the keys and
+// values of its chunk's earlier rows (batch.fresh) it reads from their qkv
+// rows. Dynamic shared memory: scores [max_context].
 template <class T, int V, bool Rope>
 __device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
                                                KvCacheLayer cache, DecodeBatch batch, T* out) {
@@ -128,6 +174,10 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   bool live = false, in_range = false;
   std::uint32_t slot = 0;
   int pos = 0;
+  // Rows of this row's chunk before it: their keys and values are this
+  // step's (qkv), the cache holds rows [0, hist) (fused kernel only: after
+  // EnqueueRopeAppendKv every row is in the cache).
+  int fresh = 0;
   // Round r of this thread's history rows below `limit` (slot s): the first
   // key chunk of row threadIdx.x + r * kAttentionThreads, and the values of
   // the group's r-th kValueUnroll rows.
@@ -158,19 +208,16 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   // A thread's RoPE piece (a head has at most 64 pieces: one per thread).
   const bool rope_thread = threadIdx.x < pieces;
   RopeAngles<V> angles;
-  if (batch.settled) {
+  const auto look_up = [&] {
+    if (Rope && batch.fresh != nullptr) fresh = static_cast<int>(batch.fresh[p]);
     in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
     if (Rope && rope_thread && in_range) {
       angles = RopeAngles<V>(config, inv_freq, pos, threadIdx.x * V);
     }
-  }
+  };
+  if (batch.settled) look_up();
   enter_step_node(batch);
-  if (!batch.settled) {
-    in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
-    if (Rope && rope_thread && in_range) {
-      angles = RopeAngles<V>(config, inv_freq, pos, threadIdx.x * V);
-    }
-  }
+  if (!batch.settled) look_up();
   if (!live) return;
   T* out_row = out + static_cast<std::size_t>(p) * config.attention_width() + head * hd;
   if (!in_range) {
@@ -181,6 +228,10 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
     return;
   }
   const int context = pos + 1;
+  // A forged fresh count past the sequence's start reads no row before the
+  // step's first (rows p - fresh .. p - 1 are this chunk's).
+  fresh = fresh > pos ? pos : fresh > static_cast<int>(p) ? static_cast<int>(p) : fresh;
+  const int hist = pos - fresh;
   T* qkv_row = qkv + static_cast<std::size_t>(p) * config.qkv_width();
   T* q_row = qkv_row + head * hd;
   const T* k_row = qkv_row + config.attention_width() + kv_head * hd;
@@ -193,7 +244,7 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   // keys and twice the early values need no load after this one).
   Packed<T, V> key_late[kAttentionChunk];
   Packed<T, V> value_late[kValueUnroll];
-  load_history(slot, 1, pos, key_late, value_late);
+  load_history(slot, 1, hist, key_late, value_late);
   if (rope_thread) {
     const int i = threadIdx.x;
     float qf[V];
@@ -220,10 +271,18 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   const float scale = rsqrtf(static_cast<float>(hd));
   float local_max = -INFINITY;  // over this thread's keys
   for (int t = threadIdx.x; t < context; t += kAttentionThreads) {
+    if (t >= hist && t < pos) {  // an earlier row of this chunk
+      const T* k_src = qkv_row - static_cast<std::ptrdiff_t>(pos - t) * config.qkv_width() +
+                       config.attention_width() + kv_head * hd;
+      const float score = fresh_key_dot<T, V>(config, inv_freq, k_src, t, q) * scale;
+      scores[t] = score;
+      local_max = fmaxf(local_max, score);
+      continue;
+    }
     const T* key = t == pos ? fresh_k : keys + static_cast<std::size_t>(t) * hd;
     float dot = 0.0f;
     for (int c0 = 0; c0 < pieces; c0 += kAttentionChunk) {
-      const bool loaded = c0 == 0 && t < pos && t < 2 * kAttentionThreads;
+      const bool loaded = c0 == 0 && t < hist && t < 2 * kAttentionThreads;
       const bool late = t >= kAttentionThreads;
       Packed<T, V> kv[kAttentionChunk];
 #pragma unroll
@@ -264,9 +323,13 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
 #pragma unroll
       for (int j = 0; j < kValueUnroll; ++j) {
         const int t = t0 + j * groups;
-        vv[j] = t0 == group && t < pos                           ? value_early[j]
-                : t0 == group + kValueUnroll * groups && t < pos ? value_late[j]
+        vv[j] = t0 == group && t < hist                           ? value_early[j]
+                : t0 == group + kValueUnroll * groups && t < hist ? value_late[j]
                 : t == pos ? load_packed<T, V>(fresh_v + piece * V)
+                : t >= hist && t < pos
+                    ? load_packed<T, V>(
+                          qkv_row - static_cast<std::ptrdiff_t>(pos - t) * config.qkv_width() +
+                          config.attention_width() + config.kv_width() + kv_head * hd + piece * V)
                 : t < context
                     ? load_packed<T, V>(values + static_cast<std::size_t>(t) * hd + piece * V)
                     : zero_packed<T, V>();

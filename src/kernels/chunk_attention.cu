@@ -42,29 +42,18 @@ cudaError_t launch(const DecoderConfig& config, const void* qkv, KvCacheLayer ca
 }
 
 template <class T>
-cudaError_t launch_dtype(const DecoderConfig& config, const void* qkv, KvCacheLayer cache,
-                         const ChunkAttentionBatch& batch, void* out, cudaStream_t stream) {
-  switch (config.head_dim) {
-    case 16:
-      return launch<T, 16>(config, qkv, cache, batch, out, stream);
-    case 32:
-      return launch<T, 32>(config, qkv, cache, batch, out, stream);
-    case 48:
-      return launch<T, 48>(config, qkv, cache, batch, out, stream);
-    case 64:
-      return launch<T, 64>(config, qkv, cache, batch, out, stream);
-    case 80:
-      return launch<T, 80>(config, qkv, cache, batch, out, stream);
-    case 96:
-      return launch<T, 96>(config, qkv, cache, batch, out, stream);
-    case 112:
-      return launch<T, 112>(config, qkv, cache, batch, out, stream);
-    case 128:
-      return launch<T, 128>(config, qkv, cache, batch, out, stream);
-    default:
-      return cudaErrorInvalidValue;
+struct Launch {
+  const DecoderConfig& config;
+  const void* qkv;
+  KvCacheLayer cache;
+  const ChunkAttentionBatch& batch;
+  void* out;
+  cudaStream_t stream;
+  template <int D>
+  cudaError_t operator()() const {
+    return launch<T, D>(config, qkv, cache, batch, out, stream);
   }
-}
+};
 
 bool aligned(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
@@ -94,9 +83,11 @@ cudaError_t EnqueueChunkAttention(const DecoderConfig& config, const void* qkv, 
   if (tiles > 0x7fffffffull) return cudaErrorInvalidValue;
   switch (config.dtype) {
     case DecoderDType::kFloat16:
-      return launch_dtype<__half>(config, qkv, cache, batch, out, stream);
+      return detail::chunk::with_head_dim(config.head_dim,
+                                          Launch<__half>{config, qkv, cache, batch, out, stream});
     case DecoderDType::kBFloat16:
-      return launch_dtype<__nv_bfloat16>(config, qkv, cache, batch, out, stream);
+      return detail::chunk::with_head_dim(
+          config.head_dim, Launch<__nv_bfloat16>{config, qkv, cache, batch, out, stream});
   }
   return cudaErrorInvalidValue;
 }

@@ -87,6 +87,36 @@ struct ChunkAttentionShared {
 template <class T, int D>
 inline constexpr std::size_t kSharedBytes = sizeof(ChunkAttentionShared<T, D>);
 
+// Returns f.template operator()<D>() (a cudaError_t) for the head size D of
+// an instantiation (a multiple of 16 in [kMinHeadDim, kMaxHeadDim]), else
+// cudaErrorInvalidValue. Host and device: f launches from the host or from
+// the device, or opts an instantiation in to its shared memory, so the check
+// that an HD function calls only HD code is off here.
+#pragma nv_exec_check_disable
+template <class F>
+__host__ __device__ cudaError_t with_head_dim(int head_dim, const F& f) {
+  switch (head_dim) {
+    case 16:
+      return f.template operator()<16>();
+    case 32:
+      return f.template operator()<32>();
+    case 48:
+      return f.template operator()<48>();
+    case 64:
+      return f.template operator()<64>();
+    case 80:
+      return f.template operator()<80>();
+    case 96:
+      return f.template operator()<96>();
+    case 112:
+      return f.template operator()<112>();
+    case 128:
+      return f.template operator()<128>();
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 // cp.async of 16 bytes to shared address `shared`, zero-filled (nothing
 // read) when !valid; `global` must still be a valid address.
 __device__ __forceinline__ void cp_async_16(unsigned shared, const void* global, bool valid) {

@@ -120,25 +120,28 @@ __device__ inline void enter_step_node(const DecodeBatch& batch) {
   if (!batch.launch_next_early) allow_next_node();
 }
 
-// Whether position p is live, with the slot and position of its sequence;
-// in range when both index validly (a sequence out of range is skipped
-// rather than indexed out of bounds). Two dependent rounds of loads, not
-// three: the active count and the slot (p < capacity, so slots[p] is always
-// readable) are loaded together. `at_slot(slot)` runs with the position's
-// load, for loads that need only the slot (a slot < max_slots).
+// Whether row p is live, with the slot of its sequence and its position in
+// it; in range when both index validly (a sequence out of range is skipped
+// rather than indexed out of bounds). One round of loads: the active count,
+// the slot and the position (p < capacity, so slots[p] and positions[p] are
+// always readable) are independent. `at_slot(slot)` runs with them, for loads
+// that need only the slot (a slot < max_slots).
 template <class AtSlot>
 __device__ bool look_up_sequence(const DecodeBatch& batch, const DecoderConfig& config,
                                  std::uint32_t p, bool& live, std::uint32_t& slot, int& pos,
                                  AtSlot&& at_slot) {
   const std::uint32_t active = *batch.active;
   slot = batch.slots[p];
+  pos = batch.positions[p];
   const bool slot_ok = slot < batch.max_slots;
-  if (slot_ok) {
-    pos = batch.positions[slot];
-    at_slot(slot);
-  }
+  if (slot_ok) at_slot(slot);
   live = p < active;
   return live && slot_ok && pos >= 0 && pos < config.max_context;
+}
+
+// The row entry p of a kernel over sequences reads (DecodeBatch::rows).
+__device__ inline std::uint32_t input_row(const DecodeBatch& batch, std::uint32_t p) {
+  return batch.rows != nullptr ? batch.rows[p] : p;
 }
 
 // enter_step_node, returning *batch.active: loaded before the wait when the

@@ -58,28 +58,10 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 template <class T, int V>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(detail::decode::kRopeAppendThreads)
     rope_append_kv_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
                           DecodeBatch batch) {
-  const std::uint32_t p = blockIdx.x;
-  bool live = false;
-  std::uint32_t slot = 0;
-  int pos = 0;
-  if (!enter_step_node_sequence(batch, config, p, live, slot, pos)) return;
-  T* q = qkv + static_cast<std::size_t>(p) * config.qkv_width();
-  const T* k = q + config.attention_width();
-  const T* v = k + config.kv_width();
-  for (int d = threadIdx.x * V; d < config.attention_width(); d += kRowThreads * V) {
-    float unused[V];
-    detail::decode::rope_query_piece<T, V>(q, d, RopeAngles<V>(config, inv_freq, pos, d), unused);
-  }
-  for (int d = threadIdx.x * V; d < config.kv_width(); d += kRowThreads * V) {
-    const int kv_head = d / config.head_dim;
-    const std::size_t row = cache_row(config, slot, kv_head, pos) + d % config.head_dim;
-    detail::decode::rope_key_value_piece<T, V>(
-        k, v, static_cast<T*>(cache.keys), static_cast<T*>(cache.values), row, d,
-        RopeAngles<V>(config, inv_freq, pos, d), /*append=*/true);
-  }
+  detail::decode::rope_append_body<T, V>(config, inv_freq, qkv, cache, batch);
 }
 
 template <class T, int V, bool Rope>
@@ -288,11 +270,11 @@ cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, const float* inv_fr
   return dispatch(config.dtype, [&](auto tag) {
     using T = decltype(tag);
     return wide ? launch_step_kernel(rope_append_kv_kernel<T, kVector>, dim3(batch.capacity),
-                                     dim3(kRowThreads), 0, stream, config, inv_freq,
-                                     static_cast<T*>(qkv), cache, batch)
+                                     dim3(detail::decode::kRopeAppendThreads), 0, stream, config,
+                                     inv_freq, static_cast<T*>(qkv), cache, batch)
                 : launch_step_kernel(rope_append_kv_kernel<T, 2>, dim3(batch.capacity),
-                                     dim3(kRowThreads), 0, stream, config, inv_freq,
-                                     static_cast<T*>(qkv), cache, batch);
+                                     dim3(detail::decode::kRopeAppendThreads), 0, stream, config,
+                                     inv_freq, static_cast<T*>(qkv), cache, batch);
   });
 }
 

@@ -4,12 +4,16 @@
 // No Abseil (plain cudaError_t launchers), so step programs in .cu and .cc
 // files and the dynamic-parallelism fallback can all use them.
 //
-// Batch layout (as baton/step_args.h gives it): activations are indexed by
-// the batch *position* p in [0, capacity); per-sequence state (KV cache,
-// positions) by the sequence's stable *slot*. Every kernel covers `capacity`
-// positions (the bucket size, fixed at capture) and reads the live count
-// *active at run time, so a captured graph serves any batch up to capacity.
-// Positions >= *active are never written.
+// Batch layout: kernels work on the step's *rows* (tokens), r in [0,
+// capacity): a decoding sequence has one row, a sequence reading its prompt
+// a chunk of consecutive rows (baton/step_args.h). Activations are indexed by
+// row; each row names its sequence's stable *slot* (KV cache) and its
+// *position* in the sequence (the tokens before it). Every kernel covers
+// `capacity` rows (the bucket, fixed at capture) and reads the live count
+// *active at run time, so a captured graph serves any step up to capacity.
+// Rows >= *active are never written. Kernels over the step's sequences
+// instead (token selection, the logits) take the same struct with
+// positions: one entry per sequence.
 //
 // Every launcher returns cudaErrorInvalidValue for shapes it cannot run
 // (ValidateDecoderConfig on the host names the reason; rows of d_model, ffn,
@@ -33,16 +37,16 @@
 namespace baton {
 
 struct DecodeBatch {
-  const std::uint32_t* active = nullptr;    // device: live positions (e.g. &StepHeader::batch)
-  std::uint32_t capacity = 0;               // positions the launch covers
-  const std::uint32_t* slots = nullptr;     // device [capacity]: slot of the sequence at p
-  const std::int32_t* positions = nullptr;  // device [max_slots], by slot: this token's index in
-                                            // its sequence (= tokens already in its KV cache)
+  const std::uint32_t* active = nullptr;    // device: live rows (e.g. &StepHeader::tokens)
+  std::uint32_t capacity = 0;               // rows the launch covers
+  const std::uint32_t* slots = nullptr;     // device [capacity]: slot of row r's sequence
+  const std::int32_t* positions = nullptr;  // device [capacity]: row r's index in its sequence
+                                            // (= tokens already before it); < 0: skip the row
   std::uint32_t max_slots = 0;              // slots >= max_slots are skipped (never indexed)
   // True when *active, slots and positions were all written before the node
   // in front of the kernel began (by the scheduler and a step-begin node two
   // or more nodes back), and so were the residual stream a residual-add GEMV
-  // adds to and the KV-cache rows before each sequence's position. A decode
+  // adds to and the KV-cache rows before each sequence's chunk. A decode
   // kernel lets the next one launch only after its own wait (unless
   // launch_next_early), so such data is final when a kernel starts, and it
   // is read before the wait, off the step's critical path. Leave false (the
@@ -58,6 +62,15 @@ struct DecodeBatch {
   // then. Measured on an H200: the step's attention kernels start their
   // KV-cache loads late enough otherwise to cost about 1 us each.
   bool launch_next_early = false;
+  // Optional [capacity]: how many rows of r's sequence come before r in this
+  // step (its chunk's earlier rows). Attention reads those keys and values
+  // from this step's qkv rows, not from the cache, which other blocks of the
+  // same kernel are writing. Null: 0 for every row (one row per sequence).
+  const std::uint32_t* fresh = nullptr;
+  // Optional [capacity] (kernels over sequences: the logits' norm and
+  // projection): the row each entry reads its input from. Null: entry p
+  // reads row p.
+  const std::uint32_t* rows = nullptr;
 };
 
 // KV cache of one layer, [max_slots, kv_heads, max_context, head_dim] for
@@ -100,8 +113,8 @@ struct KvCacheLayer {
                                                     DecodeBatch batch, void* out,
                                                     cudaStream_t stream);
 
-// RoPE on q and k of qkv[p] = q (heads * head_dim) | k | v (kv_heads *
-// head_dim each) at the sequence's position pos = positions[slot]: pairs
+// RoPE on q and k of qkv[r] = q (heads * head_dim) | k | v (kv_heads *
+// head_dim each) at the row's position pos = positions[r]: pairs
 // (2i, 2i+1) of each head rotate by pos * inv_freq[i] (inv_freq: head_dim / 2
 // floats in device memory, RopeInverseFrequencies of kernels/rope.h). q is
 // rotated in place; the rotated k and the v are appended to the cache at
@@ -111,18 +124,22 @@ struct KvCacheLayer {
                                               void* qkv, KvCacheLayer cache, DecodeBatch batch,
                                               cudaStream_t stream);
 
-// out[p][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
+// out[r][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
 // cache entries [0, pos] of key/value head head / group_size() (its context,
-// this token included), for the q in qkv[p]. One block per (position, query
-// head); the softmax subtracts the row max.
+// this token included), for the q in qkv[r]: every row of the step already
+// appended (EnqueueRopeAppendKv). One block per (row, query head); the
+// softmax subtracts the row max.
 [[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
                                                  KvCacheLayer cache, DecodeBatch batch, void* out,
                                                  cudaStream_t stream);
 
 // EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel: each
-// (position, query head) block rotates its head's q (in place) and its group's
+// (row, query head) block rotates its head's q (in place) and its group's
 // k, the group's first head appends k and v at pos, then each attends over
-// [0, pos]. Same results and contract.
+// [0, pos]. Same results and contract. Keys and values of the row's chunk
+// before it (batch.fresh) come from those rows of qkv, rotated here as the
+// cache would hold them (the same bits), since their own blocks are
+// appending them meanwhile.
 [[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq,
                                                void* qkv, KvCacheLayer cache, DecodeBatch batch,
                                                void* out, cudaStream_t stream);

@@ -155,6 +155,7 @@ __device__ GemvRaw gemv_load(const GemvIo& io, int in_features, std::uint32_t p,
     r.a = *reinterpret_cast<const uint4*>(gate_up + k);
     r.b = *reinterpret_cast<const uint4*>(gate_up + in_features + k);
   } else if constexpr (Input == GemvInput::kRmsNorm) {
+    // p is the input row here (DecodeBatch::rows, resolved by the caller).
     const uint4* h =
         reinterpret_cast<const uint4*>(io.hidden + static_cast<std::size_t>(p) * in_features + k);
     r.a = h[0];
@@ -320,18 +321,22 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   }
   const std::uint32_t p = p0 + g;
   const bool p_ok = p < active;
+  // The normed input may gather its rows (DecodeBatch::rows: the logits read
+  // each sequence's last row); the output stays at p.
+  const std::uint32_t in_p = kNormed && p_ok ? input_row(batch, p) : p;
   // Inputs of the first k-blocks, issued together with the norm's loads.
   const T* row = nullptr;
   if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
-    if (p_ok) row = embedding_row<T>(io, in_features, p);
+    if (p_ok) row = embedding_row<T>(io, in_features, in_p);
   }
   GemvRaw raw[kMmaUnroll];
   const auto load_inputs = [&](int kb0) {
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
       const int kb = kb0 + j * stride;
-      raw[j] = p_ok && k_ok(kb) ? gemv_load<T, Input>(io, in_features, p, row, kb * kMmaK + 8 * c)
-                                : GemvRaw{};
+      raw[j] = p_ok && k_ok(kb)
+                   ? gemv_load<T, Input>(io, in_features, in_p, row, kb * kMmaK + 8 * c)
+                   : GemvRaw{};
       // The norm weights (L2-resident) come with the inputs, not with the
       // prefetched weights: registers held across the wait cost occupancy.
       if constexpr (kNormed) {
@@ -346,12 +351,13 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   if constexpr (kNormed) {
     const std::uint32_t pw = p0 + warp;
     if (pw < active) {  // uniform across the warp
+      const std::uint32_t in_pw = input_row(batch, pw);
       const T* warp_row = nullptr;
       if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
-        warp_row = embedding_row<T>(io, in_features, pw);
+        warp_row = embedding_row<T>(io, in_features, in_pw);
       }
       const bool store = blockIdx.x == 0 && cluster.block_rank() == 0;
-      const float s = rms_scale<T, Input>(io, in_features, pw, warp_row, store, lane);
+      const float s = rms_scale<T, Input>(io, in_features, in_pw, warp_row, store, lane);
       if (lane == 0) norm_scale[warp] = s;
     }
     __syncthreads();

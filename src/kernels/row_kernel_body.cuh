@@ -28,10 +28,12 @@ struct RowArgs {
   void* out = nullptr;           // RMSNorm output (dtype)
 };
 
+// Row r of the input (the residual stream, its embedding row, or the stream
+// plus a delta row), as fp32.
 template <class T, RowSource Source>
-__device__ Floats8 row_input(const DecoderConfig& config, const RowArgs& a, std::uint32_t p,
+__device__ Floats8 row_input(const DecoderConfig& config, const RowArgs& a, std::uint32_t r,
                              std::int32_t token, int v) {
-  float* hidden = a.hidden + static_cast<std::size_t>(p) * config.d_model + v * kVector;
+  float* hidden = a.hidden + static_cast<std::size_t>(r) * config.d_model + v * kVector;
   Floats8 x;
   if constexpr (Source == RowSource::kHidden) {
     x = load_floats8(hidden);
@@ -48,7 +50,7 @@ __device__ Floats8 row_input(const DecoderConfig& config, const RowArgs& a, std:
     x = load_floats8(hidden);
     const auto d =
         load_packed<T, kVector>(static_cast<const T*>(a.source) +
-                                static_cast<std::size_t>(p) * config.d_model + v * kVector);
+                                static_cast<std::size_t>(r) * config.d_model + v * kVector);
 #pragma unroll
     for (int i = 0; i < kVector; ++i) x.v[i] += d[i];
     store_floats8(hidden, x);
@@ -56,7 +58,9 @@ __device__ Floats8 row_input(const DecoderConfig& config, const RowArgs& a, std:
   return x;
 }
 
-// The body of a row kernel: one block of kRowThreads per position.
+// The body of a row kernel: one block of kRowThreads per row p, reading input
+// row input_row(batch, p) (the logits' norm reads each sequence's last row)
+// and writing output row p.
 template <class T, RowSource Source, bool Norm>
 __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, DecodeBatch batch) {
   using Reduce = cub::BlockReduce<float, kRowThreads>;
@@ -75,13 +79,14 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
     }
   }
   if (p >= enter_step_node_active(batch)) return;
+  const std::uint32_t r = input_row(batch, p);
   std::int32_t token = 0;
-  if constexpr (Source == RowSource::kEmbedding) token = a.tokens[p];
+  if constexpr (Source == RowSource::kEmbedding) token = a.tokens[r];
   Floats8 x[kRowCached];
 #pragma unroll
   for (int j = 0; j < kRowCached; ++j) {
     const int v = threadIdx.x + j * kRowThreads;
-    if (v < vectors) x[j] = row_input<T, Source>(config, a, p, token, v);
+    if (v < vectors) x[j] = row_input<T, Source>(config, a, r, token, v);
   }
   float sum = 0.0f;
   if constexpr (Norm) {
@@ -94,7 +99,7 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
     }
   }
   for (int v = threadIdx.x + kRowCached * kRowThreads; v < vectors; v += kRowThreads) {
-    const Floats8 y = row_input<T, Source>(config, a, p, token, v);
+    const Floats8 y = row_input<T, Source>(config, a, r, token, v);
     if constexpr (Norm) {
 #pragma unroll
       for (int i = 0; i < kVector; ++i) sum += y.v[i] * y.v[i];
@@ -117,7 +122,7 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
       const int v = threadIdx.x + j * kRowThreads;
       if (v < vectors) normalize(x[j], w[j], v);
     }
-    const float* hidden = a.hidden + static_cast<std::size_t>(p) * config.d_model;
+    const float* hidden = a.hidden + static_cast<std::size_t>(r) * config.d_model;
     for (int v = threadIdx.x + kRowCached * kRowThreads; v < vectors; v += kRowThreads) {
       normalize(load_floats8(hidden + v * kVector),
                 load_packed<T, kVector>(static_cast<const T*>(a.weight) + v * kVector), v);

@@ -45,7 +45,11 @@ absl::StatusOr<DecoderConfig> DecoderConfigFromCheckpoint(const checkpoint::Mode
     return Unsupported(source, "vocab_size", spec.vocab_size,
                        absl::StrCat("up to ", kDecoderMaxVocab));
   }
-  const int context_limit = std::min(spec.max_position_embeddings, kDecoderMaxContext);
+  // The default: the longest context the model, the attention kernels and a
+  // sliding window (Baton attends over every token) all allow.
+  int context_limit = std::min(spec.max_position_embeddings, kDecoderMaxContext);
+  if (spec.sliding_window.has_value())
+    context_limit = std::min(context_limit, *spec.sliding_window);
   const int served = max_context == 0 ? context_limit : max_context;
   if (served < 1 || served > kDecoderMaxContext) {
     return absl::InvalidArgumentError(absl::StrCat(

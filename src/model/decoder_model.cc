@@ -1,24 +1,17 @@
-#include "baton/decoder_model.h"
-
+// DecoderModel: loading, the device state a step reads and writes, the step
+// plans per bucket and the step itself (decoder_model_io.cc writes requests
+// and reads results).
 #include <algorithm>
-#include <array>
-#include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "baton/cublaslt_matmul.h"
-#include "baton/cuda_resources.h"
 #include "baton/status.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint_config.h"
-#include "decoder_device_step.h"
-#include "decoder_step.h"
-#include "kernels/half_bits.h"
-#include "model_weights.h"
+#include "decoder_model_impl.h"
 #include "step_launch.h"
-#include "step_plan.h"
 
 namespace baton {
 namespace {
@@ -29,359 +22,311 @@ MatmulDataType MatmulTypeOf(DecoderDType dtype) {
   return dtype == DecoderDType::kBFloat16 ? MatmulDataType::kBFloat16 : MatmulDataType::kFloat16;
 }
 
-// The cuBLASLt projections of one bucket size, by detail::Projection.
-struct BucketPlans {
-  std::vector<CublasLtLinear> linears;
-};
-
 template <class T>
 absl::Status Allocate(DeviceBuffer<T>& buffer, std::size_t count, cudaStream_t stream) {
   BATON_ASSIGN_OR_RETURN(buffer, DeviceBuffer<T>::Create(count));
   return buffer.Fill(0, stream);
 }
 
+// Device memory a step needs besides the KV cache and the request table,
+// kept free when the context is fitted to memory: activations of the
+// largest step, cuBLASLt's workspaces and plans, the bucket graphs.
+constexpr std::size_t kContextReserveBytes = std::size_t{2} << 30;
+
 }  // namespace
 
-class DecoderModel::Impl {
- public:
-  absl::Status Init(const DecoderModelOptions& options) {
-    options_ = options;
-    // The checkpoint is opened, mapped and checked against its config (and
-    // the config against the kernels) before any GPU work.
-    std::optional<checkpoint::Checkpoint> ckpt;
-    if (!options.checkpoint.empty()) {
-      BATON_ASSIGN_OR_RETURN(ckpt, checkpoint::Checkpoint::Open(options.checkpoint));
-      BATON_ASSIGN_OR_RETURN(config_,
-                             detail::DecoderConfigFromCheckpoint(
-                                 ckpt->spec(), ckpt->dtype(), options.checkpoint + "/config.json",
-                                 static_cast<int>(options.max_context), options.dtype));
-      info_.source = options.checkpoint;
-      info_.architecture = std::string(ckpt->spec().architecture_name);
-      info_.eos_token_ids.assign(ckpt->spec().eos_token_ids.begin(),
-                                 ckpt->spec().eos_token_ids.end());
-    } else {
-      config_ = options.config;
-      info_.source = absl::StrCat("synthetic (seed ", options.weight_seed, ")");
-      info_.architecture = "synthetic";
-    }
-    BATON_ASSIGN_OR_RETURN(stream_, CreateStream());
-    if (ckpt.has_value()) {
-      BATON_ASSIGN_OR_RETURN(weights_,
-                             detail::ModelWeights::FromCheckpoint(*ckpt, config_, stream_.get()));
-    } else {
-      BATON_ASSIGN_OR_RETURN(
-          weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get()));
-    }
-    BATON_RETURN_IF_ERROR(AllocateState());
-    const detail::ModelTensors& w = weights_.tensors();
-    gemv_plan_ = detail::PlanDecoderStep(config_, w, caches_, buffers_, detail::PlanPath::kGemv);
-    if (options.gemm != DecoderGemm::kBatonGemv) {
-      cublas_plan_ =
-          detail::PlanDecoderStep(config_, w, caches_, buffers_, detail::PlanPath::kCublasLt);
-      BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
-    }
-    return InitDeviceStep();
+absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
+  options_ = options;
+  max_rows_ = std::max(options.max_batch, options.max_tokens_per_step);
+  // The checkpoint is opened, mapped and checked against its config (and
+  // the config against the kernels) before any GPU work.
+  std::optional<checkpoint::Checkpoint> ckpt;
+  if (!options.checkpoint.empty()) {
+    BATON_ASSIGN_OR_RETURN(ckpt, checkpoint::Checkpoint::Open(options.checkpoint));
+    BATON_ASSIGN_OR_RETURN(config_,
+                           detail::DecoderConfigFromCheckpoint(
+                               ckpt->spec(), ckpt->dtype(), options.checkpoint + "/config.json",
+                               static_cast<int>(options.max_context), options.dtype));
+    info_.source = options.checkpoint;
+    info_.architecture = std::string(ckpt->spec().architecture_name);
+    info_.eos_token_ids.assign(ckpt->spec().eos_token_ids.begin(),
+                               ckpt->spec().eos_token_ids.end());
+    info_.context_limit =
+        options.max_context != 0
+            ? absl::StrCat("DecoderModelOptions::max_context (", options.max_context, ")")
+            : absl::StrCat("the checkpoint (max_position_embeddings ",
+                           ckpt->spec().max_position_embeddings,
+                           ckpt->spec().sliding_window.has_value()
+                               ? absl::StrCat(", sliding_window ", *ckpt->spec().sliding_window)
+                               : std::string(),
+                           ") and the attention kernels' limit (", kDecoderMaxContext, ")");
+  } else {
+    config_ = options.config;
+    info_.source = absl::StrCat("synthetic (seed ", options.weight_seed, ")");
+    info_.architecture = "synthetic";
+    info_.context_limit = absl::StrCat("DecoderConfig::max_context (", config_.max_context, ")");
   }
-
-  // KV cache, activations (zeroed so rows past the live batch, which a
-  // bucket's cuBLASLt plans read and write, are always finite), per-position
-  // and per-slot state, the request table and the step clock.
-  absl::Status AllocateState() {
-    const DecoderConfig& c = config_;
-    cudaStream_t s = stream_.get();
-    // [max_batch slots, kv_heads, max_context, head_dim] per layer, keys and values.
-    const std::size_t kv_elements = static_cast<std::size_t>(options_.max_batch) *
-                                    c.key_value_heads() * c.max_context * c.head_dim;
-    BATON_RETURN_IF_ERROR(Allocate(kv_, 2 * kv_elements * c.layers, s));
-    for (int l = 0; l < c.layers; ++l) {
-      caches_.push_back(
-          KvCacheLayer{kv_.data() + (2 * l) * kv_elements, kv_.data() + (2 * l + 1) * kv_elements});
-    }
-    const std::size_t b = options_.max_batch;
-    BATON_RETURN_IF_ERROR(Allocate(hidden_, b * c.d_model, s));
-    BATON_RETURN_IF_ERROR(Allocate(normed_, b * c.d_model, s));
-    BATON_RETURN_IF_ERROR(Allocate(qkv_, b * c.qkv_width(), s));
-    BATON_RETURN_IF_ERROR(Allocate(attention_, b * c.attention_width(), s));
-    BATON_RETURN_IF_ERROR(Allocate(projected_, b * c.d_model, s));
-    BATON_RETURN_IF_ERROR(Allocate(gate_up_, b * c.gate_up_width(), s));
-    BATON_RETURN_IF_ERROR(Allocate(ffn_act_, b * c.ffn, s));
-    BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.vocab, s));
-    BATON_RETURN_IF_ERROR(Allocate(in_tokens_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(out_tokens_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(sequence_ids_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(sequence_steps_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(sampling_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(request_of_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(positions_, b, s));
-    BATON_RETURN_IF_ERROR(Allocate(step_end_ns_, options_.step_clock_size, s));
-    BATON_RETURN_IF_ERROR(Allocate(requests_, options_.max_requests, s));
-    BATON_RETURN_IF_ERROR(
-        Allocate(sequences_, std::size_t{options_.max_requests} * c.max_context, s));
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-
-    buffers_.hidden = hidden_.data();
-    buffers_.normed = normed_.data();
-    buffers_.qkv = qkv_.data();
-    buffers_.attention = attention_.data();
-    buffers_.projected = projected_.data();
-    buffers_.gate_up = gate_up_.data();
-    buffers_.ffn_act = ffn_act_.data();
-    buffers_.logits = logits_.data();
-    buffers_.in_tokens = in_tokens_.data();
-
-    view_.config = c;
-    view_.max_batch = options_.max_batch;
-    view_.max_requests = options_.max_requests;
-    view_.requests = requests_.data();
-    view_.sequences = sequences_.data();
-    view_.in_tokens = in_tokens_.data();
-    view_.out_tokens = out_tokens_.data();
-    view_.sequence_ids = sequence_ids_.data();
-    view_.sequence_steps = sequence_steps_.data();
-    view_.sampling = sampling_.data();
-    view_.request_of = request_of_.data();
-    view_.positions = positions_.data();
-    view_.step_end_ns = step_end_ns_.data();
-    view_.step_clock_size = options_.step_clock_size;
-    return absl::OkStatus();
+  BATON_ASSIGN_OR_RETURN(stream_, CreateStream());
+  if (ckpt.has_value()) {
+    BATON_ASSIGN_OR_RETURN(weights_,
+                           detail::ModelWeights::FromCheckpoint(*ckpt, config_, stream_.get()));
+  } else {
+    BATON_ASSIGN_OR_RETURN(
+        weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get()));
   }
-
-  // The device step program: the GEMV plan, whatever options.gemm says, in
-  // device memory for the dynamic-parallelism engine to walk.
-  absl::Status InitDeviceStep() {
-    BATON_ASSIGN_OR_RETURN(device_ops_, DeviceBuffer<detail::StepOp>::Create(gemv_plan_.size()));
-    BATON_RETURN_IF_ERROR(device_ops_.CopyFrom(gemv_plan_));
-    detail::DecoderDeviceStep step;
-    step.view = view_;
-    step.ops = device_ops_.data();
-    step.op_count = static_cast<std::uint32_t>(gemv_plan_.size());
-    step.rope_inv_freq = weights_.tensors().rope_inv_freq;
-    step.hidden = hidden_.data();
-    step.normed = normed_.data();
-    step.qkv = qkv_.data();
-    step.attention = attention_.data();
-    step.logits = logits_.data();
-    step.in_tokens = in_tokens_.data();
-    BATON_ASSIGN_OR_RETURN(device_step_, DeviceBuffer<detail::DecoderDeviceStep>::Create(1));
-    BATON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(device_step_.data(), &step, sizeof(step), cudaMemcpyHostToDevice));
-    return absl::OkStatus();
+  if (ckpt.has_value() && options.max_context == 0) BATON_RETURN_IF_ERROR(FitContext());
+  BATON_RETURN_IF_ERROR(AllocateState());
+  if (options.gemm != DecoderGemm::kBatonGemv) {
+    BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
   }
-
-  DeviceStepProgram device_step() const {
-    DeviceStepProgram program;
-    program.launch = detail::LaunchDecoderDynamicParallelism;
-    program.params = device_step_.data();
-    program.max_batch = options_.max_batch;
-    program.max_batch_option = "DecoderModelOptions::max_batch";
-    return program;
-  }
-
-  absl::Status WriteRequests(std::uint32_t first, absl::Span<const DecodeRequest> requests) {
-    if (first > options_.max_requests || requests.size() > options_.max_requests - first) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "DecoderModel::WriteRequests: entries [%u, %u) exceed the request table's %u entries; "
-          "reuse entries whose completions were polled or raise max_requests",
-          first, std::uint64_t{first} + requests.size(), options_.max_requests));
-    }
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      absl::Status valid = ValidateDecodeRequest(config_, requests[i]);
-      if (!valid.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("request ", i, " (entry ", first + i, "): ", valid.message()));
-      }
-    }
-    if (requests.empty()) return absl::OkStatus();
-    const std::size_t row = config_.max_context;
-    std::vector<DecodeRequestInfo> infos(requests.size());
-    std::vector<std::int32_t> rows(requests.size() * row, 0);
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      const DecodeRequest& r = requests[i];
-      DecodeRequestInfo& info = infos[i];
-      info.prompt_tokens = static_cast<std::uint32_t>(r.prompt.size());
-      info.max_new_tokens = r.max_new_tokens;
-      info.sequence_id = r.sequence_id;
-      const SamplingParams sampling = r.sampling.value_or(options_.sampling);
-      info.sampling =
-          PositionSampling{sampling.temperature, sampling.top_k, sampling.top_p, 0, sampling.seed};
-      info.stop_count = static_cast<std::uint32_t>(r.stop_tokens.size());
-      std::copy(r.stop_tokens.begin(), r.stop_tokens.end(), info.stop_tokens);
-      std::copy(r.prompt.begin(), r.prompt.end(), rows.begin() + i * row);
-    }
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(requests_.data() + first, infos.data(),
-                                               infos.size() * sizeof(DecodeRequestInfo),
-                                               cudaMemcpyHostToDevice, stream_.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sequences_.data() + first * row, rows.data(),
-                                               rows.size() * sizeof(std::int32_t),
-                                               cudaMemcpyHostToDevice, stream_.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    return absl::OkStatus();
-  }
-
-  absl::Status EnqueueStep(const StepContext& ctx, cudaStream_t stream) {
-    const std::uint32_t capacity = ctx.bucket_size;
-    if (capacity == 0 || capacity > options_.max_batch) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "DecoderModel: bucket size %u is outside [1, max_batch = %u]; register buckets no "
-          "larger than the model's max_batch",
-          capacity, options_.max_batch));
-    }
-    if (ctx.args.max_batch != options_.max_batch) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "DecoderModel: the runtime's max_batch is %u but the model was created with %u; "
-          "create both with the same max_batch",
-          ctx.args.max_batch, options_.max_batch));
-    }
-    detail::PlanLaunch launch;
-    launch.view = &view_;
-    launch.args = ctx.args;
-    launch.capacity = capacity;
-    launch.buffers = &buffers_;
-    launch.rope_inv_freq = weights_.tensors().rope_inv_freq;
-    if (UsesGemv(capacity)) return detail::EnqueuePlan(gemv_plan_, launch, stream);
-    BATON_ASSIGN_OR_RETURN(BucketPlans * plans, PlansFor(capacity));
-    for (int i = 0; i < detail::kProjections; ++i) launch.linears[i] = &plans->linears[i];
-    return detail::EnqueuePlan(cublas_plan_, launch, stream);
-  }
-
-  // Whether a bucket's projections run Baton's GEMV (else cuBLASLt).
-  bool UsesGemv(std::uint32_t capacity) const {
-    switch (options_.gemm) {
-      case DecoderGemm::kBatonGemv:
-        return true;
-      case DecoderGemm::kAuto:
-        return capacity <= options_.auto_gemv_max_bucket;
-      case DecoderGemm::kCublasLt:
-        break;
-    }
-    return false;
-  }
-
-  absl::StatusOr<std::vector<std::int32_t>> ReadGenerated(std::uint32_t entry,
-                                                          std::uint32_t count) const;
-  absl::StatusOr<std::vector<float>> ReadLogits(std::uint32_t position) const;
-  absl::StatusOr<std::vector<std::uint64_t>> ReadStepEnds(std::uint64_t first,
-                                                          std::uint32_t count) const;
-
-  const DecoderModelOptions& options() const { return options_; }
-  const DecoderConfig& config() const { return config_; }
-  const DecoderModelInfo& info() const { return info_; }
-  std::size_t weight_bytes() const { return weights_.step_bytes(); }
-
- private:
-  absl::StatusOr<BucketPlans*> PlansFor(std::uint32_t tokens) {
-    auto it = plans_.find(tokens);
-    if (it != plans_.end()) return &it->second;
-    const DecoderConfig& c = config_;
-    // (in_features, out_features, bias) of each projection, by detail::Projection.
-    const struct {
-      int in, out;
-      bool bias;
-    } shapes[detail::kProjections] = {{c.d_model, c.qkv_width(), c.qkv_bias},
-                                      {c.attention_width(), c.d_model, c.o_bias},
-                                      {c.d_model, c.gate_up_width(), false},
-                                      {c.ffn, c.d_model, false},
-                                      {c.d_model, c.vocab, false}};
-    BucketPlans plans;
-    for (int i = 0; i < detail::kProjections; ++i) {
-      LinearOptions linear;
-      linear.tokens = static_cast<int>(tokens);
-      linear.in_features = shapes[i].in;
-      linear.out_features = shapes[i].out;
-      linear.data_type = MatmulTypeOf(c.dtype);
-      linear.epilogue = shapes[i].bias ? MatmulEpilogue::kBias : MatmulEpilogue::kNone;
-      BATON_ASSIGN_OR_RETURN(CublasLtLinear plan, CublasLtLinear::Create(cublas_, linear));
-      plans.linears.push_back(std::move(plan));
-    }
-    return &plans_.emplace(tokens, std::move(plans)).first->second;
-  }
-
-  DecoderModelOptions options_;
-  DecoderConfig config_;
-  DecoderModelInfo info_;
-  Stream stream_;  // uploads and reads; never the step's stream
-  detail::ModelWeights weights_;
-  DeviceBuffer<std::uint16_t> kv_;
-  std::vector<KvCacheLayer> caches_;
-  DeviceBuffer<float> hidden_;
-  DeviceBuffer<std::uint16_t> normed_, qkv_, attention_, projected_, gate_up_, ffn_act_, logits_;
-  DeviceBuffer<std::int32_t> in_tokens_, out_tokens_, positions_;
-  DeviceBuffer<std::uint64_t> sequence_ids_;
-  DeviceBuffer<std::uint32_t> sequence_steps_, request_of_;
-  DeviceBuffer<PositionSampling> sampling_;
-  DeviceBuffer<unsigned long long> step_end_ns_;
-  DeviceBuffer<DecodeRequestInfo> requests_;
-  DeviceBuffer<std::int32_t> sequences_;
-  detail::StepBuffers buffers_;
-  detail::DecoderStepView view_;
-  std::vector<detail::StepOp> gemv_plan_;
-  std::vector<detail::StepOp> cublas_plan_;
-  DeviceBuffer<detail::StepOp> device_ops_;
-  DeviceBuffer<detail::DecoderDeviceStep> device_step_;
-  std::shared_ptr<CublasLtContext> cublas_;
-  std::map<std::uint32_t, BucketPlans> plans_;
-};
-
-absl::StatusOr<std::vector<std::int32_t>> DecoderModel::Impl::ReadGenerated(
-    std::uint32_t entry, std::uint32_t count) const {
-  if (entry >= options_.max_requests) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("DecoderModel::ReadGenerated: entry %u is past the table's %u entries",
-                        entry, options_.max_requests));
-  }
-  DecodeRequestInfo info;
-  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&info, requests_.data() + entry, sizeof(info),
-                                             cudaMemcpyDeviceToHost, stream_.get()));
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-  if (count > info.max_new_tokens) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "DecoderModel::ReadGenerated: %u tokens asked of entry %u, which generates at most %u",
-        count, entry, info.max_new_tokens));
-  }
-  std::vector<std::int32_t> tokens(count);
-  const std::size_t offset = std::size_t{entry} * config_.max_context + info.prompt_tokens;
-  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens.data(), sequences_.data() + offset,
-                                             count * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
-                                             stream_.get()));
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-  return tokens;
+  return InitDeviceStep();
 }
 
-absl::StatusOr<std::vector<float>> DecoderModel::Impl::ReadLogits(std::uint32_t position) const {
-  if (position >= options_.max_batch) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("DecoderModel::ReadLogits: position %u is past max_batch %u", position,
-                        options_.max_batch));
+// The default context of a checkpoint shrinks to what the GPU's free memory
+// holds: the KV cache of max_batch sequences and the request table, with
+// kContextReserveBytes left for the rest.
+absl::Status DecoderModel::Impl::FitContext() {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const DecoderConfig& c = config_;
+  const std::size_t per_token =
+      std::size_t{options_.max_batch} * 2 * c.layers * c.kv_width() * sizeof(std::uint16_t) +
+      std::size_t{options_.max_requests} * sizeof(std::int32_t);
+  const std::size_t usable =
+      free_bytes > kContextReserveBytes ? free_bytes - kContextReserveBytes : 0;
+  const std::size_t fits = usable / per_token;
+  if (fits >= static_cast<std::size_t>(c.max_context)) return absl::OkStatus();
+  // A multiple of 256 tokens, so that the limit reads as a round number.
+  const int context = static_cast<int>(fits / 256 * 256);
+  if (context < 1) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "DecoderModel: %u MiB of GPU memory are free after the weights, too little for the KV "
+        "cache of max_batch %u sequences (%u KiB per token of context) plus %u MiB for the "
+        "step: lower DecoderModelOptions::max_batch or max_requests",
+        free_bytes >> 20, options_.max_batch, per_token >> 10, kContextReserveBytes >> 20));
   }
-  const int vocab = config_.vocab;
-  std::vector<std::uint16_t> bits(vocab);
+  info_.context_limit = absl::StrFormat(
+      "GPU memory: %u MiB free after the weights hold the KV cache of max_batch %u sequences at "
+      "%d tokens each (%u KiB per token), with %u MiB kept for the step",
+      free_bytes >> 20, options_.max_batch, context, per_token >> 10, kContextReserveBytes >> 20);
+  config_.max_context = context;
+  return absl::OkStatus();
+}
+
+// KV cache, activations by row (zeroed so rows past the live ones, which a
+// bucket's cuBLASLt plans read and write, are always finite), per-row and
+// per-position state, the request table, the token stream and the step
+// clock.
+absl::Status DecoderModel::Impl::AllocateState() {
+  const DecoderConfig& c = config_;
+  cudaStream_t s = stream_.get();
+  // [max_batch slots, kv_heads, max_context, head_dim] per layer, keys and values.
+  const std::size_t kv_elements = static_cast<std::size_t>(options_.max_batch) *
+                                  c.key_value_heads() * c.max_context * c.head_dim;
+  BATON_RETURN_IF_ERROR(Allocate(kv_, 2 * kv_elements * c.layers, s));
+  for (int l = 0; l < c.layers; ++l) {
+    caches_.push_back(
+        KvCacheLayer{kv_.data() + (2 * l) * kv_elements, kv_.data() + (2 * l + 1) * kv_elements});
+  }
+  const std::size_t r = max_rows_;
+  const std::size_t b = options_.max_batch;
+  BATON_RETURN_IF_ERROR(Allocate(hidden_, r * c.d_model, s));
+  BATON_RETURN_IF_ERROR(Allocate(normed_, r * c.d_model, s));
+  BATON_RETURN_IF_ERROR(Allocate(qkv_, r * c.qkv_width(), s));
+  BATON_RETURN_IF_ERROR(Allocate(attention_, r * c.attention_width(), s));
+  BATON_RETURN_IF_ERROR(Allocate(projected_, r * c.d_model, s));
+  BATON_RETURN_IF_ERROR(Allocate(gate_up_, r * c.gate_up_width(), s));
+  BATON_RETURN_IF_ERROR(Allocate(ffn_act_, r * c.ffn, s));
+  BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.vocab, s));
+  BATON_RETURN_IF_ERROR(Allocate(in_tokens_, r, s));
+  BATON_RETURN_IF_ERROR(Allocate(row_slots_, r, s));
+  BATON_RETURN_IF_ERROR(Allocate(row_positions_, r, s));
+  BATON_RETURN_IF_ERROR(Allocate(row_fresh_, r, s));
+  BATON_RETURN_IF_ERROR(Allocate(out_tokens_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(chunk_start_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(sequence_ids_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(sequence_steps_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(sampling_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(request_of_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(logit_rows_, b, s));
+  BATON_RETURN_IF_ERROR(Allocate(step_end_ns_, options_.step_clock_size, s));
+  BATON_RETURN_IF_ERROR(Allocate(requests_, options_.max_requests, s));
+  BATON_RETURN_IF_ERROR(
+      Allocate(sequences_, std::size_t{options_.max_requests} * c.max_context, s));
+  BATON_ASSIGN_OR_RETURN(
+      stream_words_, detail::TokenStream::Create(options_.max_requests, options_.stream_window));
+  prompt_lengths_.assign(options_.max_requests, 0);
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+
+  buffers_.hidden = hidden_.data();
+  buffers_.normed = normed_.data();
+  buffers_.qkv = qkv_.data();
+  buffers_.attention = attention_.data();
+  buffers_.projected = projected_.data();
+  buffers_.gate_up = gate_up_.data();
+  buffers_.ffn_act = ffn_act_.data();
+  buffers_.logits = logits_.data();
+  buffers_.in_tokens = in_tokens_.data();
+
+  view_.config = c;
+  view_.max_batch = options_.max_batch;
+  view_.max_rows = max_rows_;
+  view_.max_requests = options_.max_requests;
+  view_.requests = requests_.data();
+  view_.sequences = sequences_.data();
+  view_.in_tokens = in_tokens_.data();
+  view_.row_slots = row_slots_.data();
+  view_.row_positions = row_positions_.data();
+  view_.row_fresh = row_fresh_.data();
+  view_.out_tokens = out_tokens_.data();
+  view_.sequence_ids = sequence_ids_.data();
+  view_.sequence_steps = sequence_steps_.data();
+  view_.sampling = sampling_.data();
+  view_.request_of = request_of_.data();
+  view_.logit_rows = logit_rows_.data();
+  view_.chunk_start = chunk_start_.data();
+  view_.step_end_ns = step_end_ns_.data();
+  view_.step_clock_size = options_.step_clock_size;
+  view_.stream = stream_words_.device();
+  view_.stream_window = stream_words_.window();
+  return absl::OkStatus();
+}
+
+// The plan of a path and attention, built once.
+const std::vector<detail::StepOp>& DecoderModel::Impl::Plan(detail::PlanPath path,
+                                                            detail::AttentionPlan attention) {
+  const PlanKey key{path, attention};
+  auto it = plans_by_path_.find(key);
+  if (it == plans_by_path_.end()) {
+    it = plans_by_path_
+             .emplace(key, detail::PlanDecoderStep(config_, weights_.tensors(), caches_, buffers_,
+                                                   path, attention))
+             .first;
+  }
+  return it->second;
+}
+
+// The device step walks Baton's own kernels: the GEMV plan with fused
+// attention for buckets up to max_batch rows, the GEMM plan with the
+// appended chunks' attention above (what kBatonGemv captures for the same
+// buckets, so every engine runs the same kernels).
+absl::Status DecoderModel::Impl::InitDeviceStep() {
+  const auto& decode = Plan(detail::PlanPath::kGemv, detail::AttentionPlan::kFusedRows);
+  const auto& prefill =
+      Plan(detail::PlanPath::kBatonGemm,
+           detail::AttentionFor(config_, options_.max_batch + 1, options_.max_batch));
+  std::vector<detail::StepOp> ops(decode);
+  ops.insert(ops.end(), prefill.begin(), prefill.end());
+  BATON_ASSIGN_OR_RETURN(device_ops_, DeviceBuffer<detail::StepOp>::Create(ops.size()));
+  BATON_RETURN_IF_ERROR(device_ops_.CopyFrom(ops));
+  detail::DecoderDeviceStep step;
+  step.view = view_;
+  step.decode_ops = device_ops_.data();
+  step.decode_count = static_cast<std::uint32_t>(decode.size());
+  step.prefill_ops = device_ops_.data() + decode.size();
+  step.prefill_count = static_cast<std::uint32_t>(prefill.size());
+  step.rope_inv_freq = weights_.tensors().rope_inv_freq;
+  step.buffers = buffers_;
+  BATON_ASSIGN_OR_RETURN(device_step_, DeviceBuffer<detail::DecoderDeviceStep>::Create(1));
   BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(bits.data(), logits_.data() + std::size_t{position} * vocab,
-                      vocab * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, stream_.get()));
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-  std::vector<float> out(vocab);
-  for (int i = 0; i < vocab; ++i) out[i] = HalfBitsToFloat(bits[i], config_.dtype);
-  return out;
+      cudaMemcpy(device_step_.data(), &step, sizeof(step), cudaMemcpyHostToDevice));
+  BATON_CUDA_RETURN_IF_ERROR(detail::PrepareDecoderDynamicParallelism());
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::uint64_t>> DecoderModel::Impl::ReadStepEnds(
-    std::uint64_t first, std::uint32_t count) const {
-  if (count > options_.step_clock_size) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "DecoderModel::ReadStepEnds: %u steps asked, the step clock keeps %u (raise "
-        "DecoderModelOptions::step_clock_size)",
-        count, options_.step_clock_size));
+DeviceStepProgram DecoderModel::Impl::device_step() const {
+  DeviceStepProgram program;
+  program.launch = detail::LaunchDecoderDynamicParallelism;
+  program.params = device_step_.data();
+  program.max_batch = options_.max_batch;
+  program.max_batch_option = "DecoderModelOptions::max_batch";
+  return program;
+}
+
+std::vector<std::uint32_t> DecoderModel::Impl::DefaultBuckets() const {
+  std::vector<std::uint32_t> buckets;
+  for (std::uint32_t b = 1; b < options_.max_batch; b *= 2) buckets.push_back(b);
+  buckets.push_back(options_.max_batch);
+  for (std::uint32_t b = options_.max_batch * 2; b < max_rows_; b *= 2) buckets.push_back(b);
+  if (buckets.back() < max_rows_) buckets.push_back(max_rows_);
+  return buckets;
+}
+
+absl::Status DecoderModel::Impl::EnqueueStep(const StepContext& ctx, cudaStream_t stream) {
+  const std::uint32_t rows = ctx.bucket_size;
+  if (rows == 0 || rows > max_rows_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModel: bucket size %u is outside [1, %u] (the rows of a step: max_batch and "
+        "max_tokens_per_step); register buckets no larger than that",
+        rows, max_rows_));
   }
-  std::vector<unsigned long long> ring(options_.step_clock_size);
-  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ring.data(), step_end_ns_.data(),
-                                             ring.size() * sizeof(unsigned long long),
-                                             cudaMemcpyDeviceToHost, stream_.get()));
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-  std::vector<std::uint64_t> out(count);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    out[i] = ring[(first + i) & (options_.step_clock_size - 1)];
+  if (ctx.args.max_batch != options_.max_batch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModel: the runtime's max_batch is %u but the model was created with %u; leave "
+        "RuntimeOptions::max_batch 0 (the program carries the model's) or make them equal",
+        ctx.args.max_batch, options_.max_batch));
   }
-  return out;
+  detail::PlanLaunch launch;
+  launch.view = &view_;
+  launch.args = ctx.args;
+  launch.rows = rows;
+  launch.sequences = std::min(rows, options_.max_batch);
+  launch.buffers = &buffers_;
+  launch.rope_inv_freq = weights_.tensors().rope_inv_freq;
+  const detail::AttentionPlan attention = detail::AttentionFor(config_, rows, options_.max_batch);
+  if (UsesGemv(rows)) {
+    return detail::EnqueuePlan(Plan(detail::PlanPath::kGemv, attention), launch, stream);
+  }
+  if (options_.gemm == DecoderGemm::kBatonGemv) {
+    return detail::EnqueuePlan(Plan(detail::PlanPath::kBatonGemm, attention), launch, stream);
+  }
+  BATON_ASSIGN_OR_RETURN(BucketPlans * plans, PlansFor(rows));
+  for (int i = 0; i < detail::kProjections; ++i) launch.linears[i] = &plans->linears[i];
+  return detail::EnqueuePlan(Plan(detail::PlanPath::kCublasLt, attention), launch, stream);
+}
+
+// Whether a bucket's projections run Baton's GEMV (else Baton's GEMM or
+// cuBLASLt).
+bool DecoderModel::Impl::UsesGemv(std::uint32_t rows) const {
+  switch (options_.gemm) {
+    case DecoderGemm::kBatonGemv:
+      return rows <= options_.max_batch;
+    case DecoderGemm::kAuto:
+      return rows <= options_.auto_gemv_max_bucket;
+    case DecoderGemm::kCublasLt:
+      break;
+  }
+  return false;
+}
+
+absl::StatusOr<DecoderModel::Impl::BucketPlans*> DecoderModel::Impl::PlansFor(std::uint32_t rows) {
+  auto it = plans_.find(rows);
+  if (it != plans_.end()) return &it->second;
+  const DecoderConfig& c = config_;
+  // (in_features, out_features, bias, tokens) of each projection, by
+  // detail::Projection: the LM head reads each sequence's last row only.
+  const std::uint32_t sequences = std::min(rows, options_.max_batch);
+  const struct {
+    int in, out;
+    bool bias;
+    std::uint32_t tokens;
+  } shapes[detail::kProjections] = {{c.d_model, c.qkv_width(), c.qkv_bias, rows},
+                                    {c.attention_width(), c.d_model, c.o_bias, rows},
+                                    {c.d_model, c.gate_up_width(), false, rows},
+                                    {c.ffn, c.d_model, false, rows},
+                                    {c.d_model, c.vocab, false, sequences}};
+  BucketPlans plans;
+  for (int i = 0; i < detail::kProjections; ++i) {
+    LinearOptions linear;
+    linear.tokens = static_cast<int>(shapes[i].tokens);
+    linear.in_features = shapes[i].in;
+    linear.out_features = shapes[i].out;
+    linear.data_type = MatmulTypeOf(c.dtype);
+    linear.epilogue = shapes[i].bias ? MatmulEpilogue::kBias : MatmulEpilogue::kNone;
+    BATON_ASSIGN_OR_RETURN(CublasLtLinear plan, CublasLtLinear::Create(cublas_, linear));
+    plans.linears.push_back(std::move(plan));
+  }
+  return &plans_.emplace(rows, std::move(plans)).first->second;
 }
 
 absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(
@@ -395,41 +340,19 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(
 DecoderModel::DecoderModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DecoderModel::~DecoderModel() = default;
 
-absl::Status DecoderModel::ValidateRequest(const DecodeRequest& request) const {
-  return ValidateDecodeRequest(impl_->config(), request);
-}
-absl::Status DecoderModel::WriteRequests(std::uint32_t first_entry,
-                                         absl::Span<const DecodeRequest> requests) {
-  return impl_->WriteRequests(first_entry, requests);
-}
 StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {
   StepProgram program;
   program.name = "decoder";
-  program.buckets = std::move(buckets);
+  program.buckets = buckets.empty() ? impl_->DefaultBuckets() : std::move(buckets);
   Impl* impl = impl_.get();
   program.enqueue = [impl](const StepContext& ctx, cudaStream_t stream) {
     return impl->EnqueueStep(ctx, stream);
   };
   program.device_step = impl->device_step();
+  program.max_batch = impl->options().max_batch;
+  program.tokens.max_tokens_per_step = impl->max_rows();
+  program.tokens.max_chunk_tokens = impl->options().max_chunk_tokens;
   return program;
 }
-absl::Status DecoderModel::EnqueueStep(const StepContext& ctx, cudaStream_t stream) {
-  return impl_->EnqueueStep(ctx, stream);
-}
-absl::StatusOr<std::vector<std::int32_t>> DecoderModel::ReadGenerated(std::uint32_t entry,
-                                                                      std::uint32_t count) const {
-  return impl_->ReadGenerated(entry, count);
-}
-absl::StatusOr<std::vector<float>> DecoderModel::ReadLogits(std::uint32_t position) const {
-  return impl_->ReadLogits(position);
-}
-absl::StatusOr<std::vector<std::uint64_t>> DecoderModel::ReadStepEnds(std::uint64_t first,
-                                                                      std::uint32_t count) const {
-  return impl_->ReadStepEnds(first, count);
-}
-const DecoderModelOptions& DecoderModel::options() const { return impl_->options(); }
-const DecoderConfig& DecoderModel::config() const { return impl_->config(); }
-const DecoderModelInfo& DecoderModel::info() const { return impl_->info(); }
-std::size_t DecoderModel::weight_bytes() const { return impl_->weight_bytes(); }
 
 }  // namespace baton

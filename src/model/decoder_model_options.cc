@@ -14,6 +14,8 @@ namespace {
 
 constexpr std::uint32_t kMaxModelBatch = 1024;
 constexpr std::uint32_t kMaxRequests = 1u << 20;
+constexpr std::uint32_t kMaxStepRows = 1u << 16;
+constexpr std::uint32_t kMaxStreamWindow = 1u << 16;
 
 bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -52,6 +54,25 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::max_batch is %u; it must be in [1, %u] (the runtime's max_batch)",
         options.max_batch, kMaxModelBatch));
+  }
+  if (options.max_tokens_per_step < options.max_batch ||
+      options.max_tokens_per_step > kMaxStepRows) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::max_tokens_per_step is %u; it must be in [max_batch = %u, %u] (a "
+        "step holds one token of every decoding sequence; e.g. 512)",
+        options.max_tokens_per_step, options.max_batch, kMaxStepRows));
+  }
+  if (options.max_chunk_tokens > options.max_tokens_per_step) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::max_chunk_tokens is %u, above max_tokens_per_step %u; use at most "
+        "the budget (0: the budget, 1: a prompt token per step)",
+        options.max_chunk_tokens, options.max_tokens_per_step));
+  }
+  if (!IsPowerOfTwo(options.stream_window) || options.stream_window > kMaxStreamWindow) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::stream_window is %u; it must be a power of two in [1, %u] (e.g. "
+        "256)",
+        options.stream_window, kMaxStreamWindow));
   }
   if (options.max_requests == 0 || options.max_requests > kMaxRequests) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -9,12 +9,13 @@
 #include <cstdint>
 #include <cuda/ptx>
 
+#include "baton/batch_policy.h"
 #include "baton/step_kernel.cuh"
 #include "decoder_step.h"
 
 namespace baton::detail {
 
-inline constexpr int kStepFrameThreads = 128;  // step_begin / step_end: a thread per position
+inline constexpr int kStepFrameThreads = 128;  // step_begin: a block per position, a thread per row
 
 __device__ inline std::size_t sequence_index(const DecoderStepView& v, std::uint32_t entry,
                                              std::uint32_t token) {
@@ -22,56 +23,78 @@ __device__ inline std::size_t sequence_index(const DecoderStepView& v, std::uint
 }
 
 // The host validates every entry it writes; the device re-checks what it
-// indexes with, so a stale or forged item id is refused instead of reading
-// out of bounds. `info` is the entry's row, loaded when item.id is in range.
-__device__ inline bool entry_ok(const DecoderStepView& v, const WorkItem& item, std::uint32_t step,
-                                const DecodeRequestInfo& info) {
+// indexes with, so a stale or forged item is refused instead of reading out
+// of bounds: its entry in range, its input length the prompt's (the
+// scheduler chunked it by that length), and this step's tokens inside the
+// sequence (the token a step produces lands at index ran + tokens).
+// `info` is the entry's row, loaded when item.id is in range.
+__device__ inline bool entry_ok(const DecoderStepView& v, const WorkItem& item, std::uint32_t ran,
+                                std::uint32_t tokens, const DecodeRequestInfo& info) {
   if (item.kind != kDecodeRequestKind || item.id >= v.max_requests) return false;
   const std::uint64_t total = static_cast<std::uint64_t>(info.prompt_tokens) + info.max_new_tokens;
   return info.prompt_tokens >= 1 && info.max_new_tokens >= 1 &&
+         InputTokens(item) == info.prompt_tokens &&
          total <= static_cast<std::uint64_t>(v.config.max_context) &&
-         static_cast<std::uint64_t>(step) + 1 < total;
+         static_cast<std::uint64_t>(ran) + tokens < total;
 }
 
 // On the graph path both kernels are launched with launch_step_kernel: they
 // may start while the node before them (the scheduler, or the token
-// selection) still runs. One thread per position, `capacity` positions.
+// selection) still runs. One block per position, its threads over the
+// position's rows; `capacity` positions.
 __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args,
                                                 std::uint32_t capacity) {
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t p = blockIdx.x;
   wait_for_previous_nodes();
   allow_next_node();
   if (p >= capacity) return;
   // Two dependent rounds of loads: the scheduler's outputs together, then
-  // the request's entry together with its token (whose index is in bounds
-  // whenever the entry's and the step's are; used only if the entry is ok).
+  // the request's entry.
   const std::uint32_t batch = args.header->batch;
   const WorkItem item = args.items[p];
   const std::uint32_t slot = args.slots[p];
-  const std::uint32_t step = args.item_steps[p];
+  const std::uint32_t ran = args.item_tokens[p];
+  const std::uint32_t tokens = args.tokens[p];
+  const std::uint32_t first = args.token_offsets[p];
   if (p >= batch) return;
+  // A forged count past the step's rows is cut to them (never indexed past).
+  const std::uint32_t rows = tokens <= v.max_rows && first <= v.max_rows - tokens ? tokens : 0;
   DecodeRequestInfo info{};
-  std::int32_t token = 0;
-  if (item.id < v.max_requests && step < static_cast<std::uint32_t>(v.config.max_context)) {
-    info = v.requests[item.id];
-    token = v.sequences[sequence_index(v, item.id, step)];
+  if (item.id < v.max_requests) info = v.requests[item.id];
+  const bool ok = slot < v.max_batch && rows == tokens && entry_ok(v, item, ran, tokens, info);
+  if (threadIdx.x == 0) {
+    v.logit_rows[p] = rows > 0 ? first + rows - 1 : 0;
+    if (!ok) {
+      v.request_of[p] = kNoRequest;
+      v.chunk_start[p] = -1;
+      v.sequence_ids[p] = 0;
+      v.sequence_steps[p] = 0;
+      v.sampling[p] = PositionSampling{};  // greedy
+    } else {
+      v.request_of[p] = item.id;
+      v.chunk_start[p] = rows > 0 ? static_cast<std::int32_t>(ran) : -1;
+      v.sequence_ids[p] = info.sequence_id;
+      v.sampling[p] = info.sampling;
+      // The index of the token this step generates (0 for the step that
+      // reads the prompt's last token).
+      const std::uint32_t produced = ran + tokens;
+      v.sequence_steps[p] = produced >= info.prompt_tokens ? produced - info.prompt_tokens : 0;
+    }
   }
-  if (slot >= v.max_batch || !entry_ok(v, item, step, info)) {
-    v.request_of[p] = kNoRequest;
-    v.in_tokens[p] = 0;
-    v.sequence_ids[p] = 0;
-    v.sequence_steps[p] = 0;
-    v.sampling[p] = PositionSampling{};              // greedy
-    if (slot < v.max_batch) v.positions[slot] = -1;  // the layer kernels skip it
-    return;
+  for (std::uint32_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    const std::uint32_t r = first + i;
+    if (!ok) {
+      v.row_slots[r] = v.max_batch;
+      v.row_positions[r] = -1;  // the layer kernels skip it
+      v.row_fresh[r] = 0;
+      v.in_tokens[r] = 0;
+      continue;
+    }
+    v.row_slots[r] = slot;
+    v.row_positions[r] = static_cast<std::int32_t>(ran + i);
+    v.row_fresh[r] = i;
+    v.in_tokens[r] = v.sequences[sequence_index(v, item.id, ran + i)];
   }
-  v.request_of[p] = item.id;
-  v.positions[slot] = static_cast<std::int32_t>(step);
-  v.in_tokens[p] = token;
-  v.sequence_ids[p] = info.sequence_id;
-  v.sampling[p] = info.sampling;
-  // The index of the token this step generates (0 for the last prompt token's step).
-  v.sequence_steps[p] = step + 1 >= info.prompt_tokens ? step + 1 - info.prompt_tokens : 0;
 }
 
 // The step clock: the global timer of step header->step, once per step.
@@ -83,35 +106,45 @@ __device__ inline void stamp_step(const DecoderStepView& v, const StepArgs& args
 
 // What the end of position p's step needs besides its token, all final
 // before the step's last node begins (the request table is host-written, the
-// entry and step come from step_begin and the scheduler): loaded before that
-// node's wait, off the critical path.
+// entry comes from step_begin, the tokens it ran from the scheduler): loaded
+// before that node's wait, off the critical path.
 struct PositionEnd {
   std::uint32_t entry = kNoRequest;
   DecodeRequestInfo info{};
-  std::uint32_t step = 0;
+  std::uint32_t ran = 0;     // tokens the item ran before this step
+  std::uint32_t tokens = 0;  // this step's
 };
 
 __device__ inline PositionEnd load_position_end(const DecoderStepView& v, const StepArgs& args,
                                                 std::uint32_t p) {
   PositionEnd e;
   e.entry = v.request_of[p];
-  e.step = args.item_steps[p];
+  e.ran = args.item_tokens[p];
+  e.tokens = args.tokens[p];
   if (e.entry < v.max_requests) e.info = v.requests[e.entry];
   return e;
 }
 
-// Position p's end of step, given the token the step chose for it: appends
-// the token to the sequence and finishes the item on its stop token or limit
-// (a refused item finishes with kRefusedRequest).
+// Position p's end of step, given the token the step chose for it: once the
+// item has read its whole prompt, appends the token to the sequence and to
+// the token stream and finishes the item on its stop token or limit (a
+// refused item finishes with kRefusedRequest).
 __device__ inline void end_position(const DecoderStepView& v, const StepArgs& args, std::uint32_t p,
                                     const PositionEnd& e, std::int32_t token) {
   if (e.entry == kNoRequest) {
     finish_item(args, p, kRefusedRequest);
     return;
   }
-  if (e.step + 1 < e.info.prompt_tokens) return;  // still reading the prompt
-  const std::uint32_t generated = e.step + 2 - e.info.prompt_tokens;
-  v.sequences[sequence_index(v, e.entry, e.step + 1)] = token;
+  const std::uint32_t produced = e.ran + e.tokens;               // the index the token lands at
+  if (e.tokens == 0 || produced < e.info.prompt_tokens) return;  // still reading the prompt
+  const std::uint32_t generated = produced - e.info.prompt_tokens + 1;
+  v.sequences[sequence_index(v, e.entry, produced)] = token;
+  if (v.stream != nullptr) {
+    const std::uint32_t i = generated - 1;
+    // One 8-byte store into mapped memory: the host sees the word whole.
+    v.stream[static_cast<std::size_t>(e.entry) * v.stream_window + (i & (v.stream_window - 1))] =
+        (static_cast<unsigned long long>(i) + 1) << 32 | static_cast<std::uint32_t>(token);
+  }
   bool stop = generated >= e.info.max_new_tokens;
   // The host writes at most kEntryStopTokens; the bound guards a forged count.
   for (std::uint32_t i = 0; i < e.info.stop_count && i < kEntryStopTokens; ++i) {

@@ -23,10 +23,6 @@ __global__ void __launch_bounds__(decode::kSelectThreads)
                                v.sequence_steps, v.out_tokens, StepEndHooks{v, args});
 }
 
-unsigned blocks_for(std::uint32_t capacity) {
-  return (capacity + kStepFrameThreads - 1) / kStepFrameThreads;
-}
-
 template <class T>
 cudaError_t launch_select_and_end(const DecoderStepView& view, const StepArgs& args,
                                   const void* logits, DecodeBatch batch, cudaStream_t stream) {
@@ -41,8 +37,8 @@ cudaError_t launch_select_and_end(const DecoderStepView& view, const StepArgs& a
 cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
                              std::uint32_t capacity, cudaStream_t stream) {
   if (capacity == 0 || capacity > view.max_batch) return cudaErrorInvalidValue;
-  return launch_step_kernel(step_begin_kernel, dim3(blocks_for(capacity)), dim3(kStepFrameThreads),
-                            0, stream, view, args, capacity);
+  return launch_step_kernel(step_begin_kernel, dim3(capacity), dim3(kStepFrameThreads), 0, stream,
+                            view, args, capacity);
 }
 
 cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs& args,
@@ -55,6 +51,10 @@ cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs&
     return cudaErrorInvalidValue;
   }
   if (view.sequence_ids == nullptr || view.sequence_steps == nullptr || view.sampling == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  if (view.stream != nullptr &&
+      (view.stream_window == 0 || (view.stream_window & (view.stream_window - 1)) != 0)) {
     return cudaErrorInvalidValue;
   }
   return view.config.dtype == DecoderDType::kBFloat16

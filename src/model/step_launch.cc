@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/status.h"
+#include "kernels/gemm.h"
 
 namespace baton::detail {
 
@@ -11,13 +12,10 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
   const DecoderConfig& c = view.config;
   const StepBuffers& b = *launch.buffers;
   for (const StepOp& op : plan) {
-    DecodeBatch batch{&launch.args.header->batch, launch.capacity, launch.args.slots,
-                      view.positions, view.max_batch};
-    batch.settled = op.settled;
-    batch.launch_next_early = op.launch_next_early;
+    const DecodeBatch batch = StepOpBatch(view, launch.args, op, launch.rows, launch.sequences);
     switch (op.kind) {
       case StepOpKind::kStepBegin:
-        BATON_CUDA_RETURN_IF_ERROR(EnqueueStepBegin(view, launch.args, launch.capacity, stream));
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueStepBegin(view, launch.args, launch.sequences, stream));
         break;
       case StepOpKind::kRowNorm:
         switch (op.row_input) {
@@ -45,14 +43,32 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
         if (linear == nullptr) {
           return absl::InternalError(
               absl::StrCat("step plan: projection ", static_cast<int>(op.linear),
-                           " has no cuBLASLt plan for bucket ", launch.capacity));
+                           " has no cuBLASLt plan for bucket ", launch.rows));
         }
         BATON_RETURN_IF_ERROR(linear->Enqueue(stream, op.io.x, op.w, op.io.bias, op.io.y));
         break;
       }
+      case StepOpKind::kGemm:
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueGemm(c.dtype, decode::GemvOutput::kStore, op.w,
+                                               op.out_features, op.in_features, op.io, batch,
+                                               stream));
+        break;
       case StepOpKind::kRopeAttention:
         BATON_CUDA_RETURN_IF_ERROR(EnqueueRopeAttention(c, launch.rope_inv_freq, b.qkv, op.cache,
                                                         batch, b.attention, stream));
+        break;
+      case StepOpKind::kRopeAppend:
+        BATON_CUDA_RETURN_IF_ERROR(
+            EnqueueRopeAppendKv(c, launch.rope_inv_freq, b.qkv, op.cache, batch, stream));
+        break;
+      case StepOpKind::kChunkAttention:
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueChunkAttention(
+            c, b.qkv, op.cache, StepChunks(view, launch.args, op, launch.rows, launch.sequences),
+            b.attention, stream));
+        break;
+      case StepOpKind::kRowAttention:
+        BATON_CUDA_RETURN_IF_ERROR(
+            EnqueueDecodeAttention(c, b.qkv, op.cache, batch, b.attention, stream));
         break;
       case StepOpKind::kSiluMul:
         BATON_CUDA_RETURN_IF_ERROR(EnqueueSiluMul(c, op.io.x, batch, op.io.y, stream));

@@ -77,13 +77,26 @@ class PlanBuilder {
     op.settled = settled_;
     ops_.push_back(op);
   }
-  void RowNorm(RowNormInput input, const void* source, const void* norm) {
+  // The norm of rows (or, `sequences`, of each sequence's last row).
+  void RowNorm(RowNormInput input, const void* source, const void* norm, bool sequences = false) {
     StepOp op;
     op.kind = StepOpKind::kRowNorm;
     op.row_input = input;
     op.row_source = source;
     op.norm = norm;
+    op.sequences = sequences;
     Add(op);
+  }
+  // RoPE, the KV append and attention of one layer.
+  void Attend(AttentionPlan attention, const KvCacheLayer& cache) {
+    if (attention == AttentionPlan::kFusedRows) {
+      Simple(StepOpKind::kRopeAttention, cache);
+      return;
+    }
+    Simple(StepOpKind::kRopeAppend, cache);
+    Simple(attention == AttentionPlan::kAppendThenChunks ? StepOpKind::kChunkAttention
+                                                         : StepOpKind::kRowAttention,
+           cache);
   }
   void Simple(StepOpKind kind, const KvCacheLayer& cache = {}) {
     StepOp op;
@@ -124,7 +137,7 @@ class PlanBuilder {
 // measured no gain, and one after the down projection cost 1 us.
 void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                   const ModelTensors& w, const std::vector<KvCacheLayer>& caches,
-                  const StepBuffers& b, PlanBuilder& plan) {
+                  const StepBuffers& b, AttentionPlan attention, PlanBuilder& plan) {
   bool embed = false;           // the embedding is pending (fused into the next norm)
   const void* norm = nullptr;   // a pending norm (fused into the next projection)
   bool gated = false;           // the next projection reads SiLU(gate) * up
@@ -139,7 +152,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         norm = op.weight;
         break;
       case Logical::kAttend:
-        plan.Simple(StepOpKind::kRopeAttention, caches[op.layer]);
+        plan.Attend(attention, caches[op.layer]);
         input = b.attention;
         break;
       case Logical::kGate:
@@ -155,8 +168,11 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
       case Logical::kProject: {
         const bool residual =
             i + 1 < logical.size() && logical[i + 1].kind == Logical::kAddResidual;
+        // The LM head and its norm see each sequence's last row only.
+        const bool head = op.projection == Projection::kLmHead;
         StepOp gemv;
         gemv.kind = StepOpKind::kGemv;
+        gemv.sequences = head;
         gemv.w = op.weight;
         gemv.out_features = op.out_features;
         gemv.in_features = op.in_features;
@@ -171,7 +187,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         } else {
           if (norm != nullptr) {
             plan.RowNorm(embed ? RowNormInput::kEmbedding : RowNormInput::kHidden,
-                         embed ? w.embedding : nullptr, norm);
+                         embed ? w.embedding : nullptr, norm, head);
             input = b.normed;
           }
           gemv.input = gated ? GemvInput::kGated : GemvInput::kPlain;
@@ -193,8 +209,9 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
 // is fused with the norm that follows it (the next layer's attention norm,
 // or the final norm) into one row kernel, the embedding with the first
 // norm, RoPE with attention; SiLU(gate) * up is a row kernel of its own.
-void LowerForCublasLt(const std::vector<LogicalOp>& logical, const ModelTensors& w,
-                      const std::vector<KvCacheLayer>& caches, const StepBuffers& b,
+void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
+                      const ModelTensors& w, const std::vector<KvCacheLayer>& caches,
+                      const StepBuffers& b, AttentionPlan attention, StepOpKind projection,
                       PlanBuilder& plan) {
   bool embed = false;
   bool residual = false;  // a residual add is pending (fused into the next norm)
@@ -214,13 +231,13 @@ void LowerForCublasLt(const std::vector<LogicalOp>& logical, const ModelTensors&
                      embed      ? w.embedding
                      : residual ? b.projected
                                 : nullptr,
-                     op.weight);
+                     op.weight, /*sequences=*/op.layer == c.layers);
         if (embed) plan.Settle();
         embed = residual = false;
         input = b.normed;
         break;
       case Logical::kAttend:
-        plan.Simple(StepOpKind::kRopeAttention, caches[op.layer]);
+        plan.Attend(attention, caches[op.layer]);
         input = b.attention;
         break;
       case Logical::kGate:
@@ -229,7 +246,8 @@ void LowerForCublasLt(const std::vector<LogicalOp>& logical, const ModelTensors&
         break;
       case Logical::kProject: {
         StepOp linear;
-        linear.kind = StepOpKind::kLinear;
+        linear.kind = projection;
+        linear.sequences = op.projection == Projection::kLmHead;
         linear.linear = op.projection;
         linear.w = op.weight;
         linear.out_features = op.out_features;
@@ -245,22 +263,47 @@ void LowerForCublasLt(const std::vector<LogicalOp>& logical, const ModelTensors&
   }
 }
 
+// The chunk attention's head sizes (kernels/chunk_attention.h): multiples of
+// its 16-wide mma k step.
+bool ChunkAttentionTakes(const DecoderConfig& config) {
+  return config.head_dim % 16 == 0 && config.head_dim <= kDecoderMaxHeadDim;
+}
+
 }  // namespace
 
 std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config, const ModelTensors& weights,
                                     const std::vector<KvCacheLayer>& caches,
-                                    const StepBuffers& buffers, PlanPath path) {
+                                    const StepBuffers& buffers, PlanPath path,
+                                    AttentionPlan attention) {
   const std::vector<LogicalOp> logical = Architecture(config, weights);
   PlanBuilder plan;
   plan.Simple(StepOpKind::kStepBegin);
-  if (path == PlanPath::kGemv) {
-    LowerForGemv(config, logical, weights, caches, buffers, plan);
-  } else {
-    LowerForCublasLt(logical, weights, caches, buffers, plan);
+  switch (path) {
+    case PlanPath::kGemv:
+      LowerForGemv(config, logical, weights, caches, buffers, attention, plan);
+      break;
+    case PlanPath::kCublasLt:
+      LowerForCublasLt(config, logical, weights, caches, buffers, attention, StepOpKind::kLinear,
+                       plan);
+      break;
+    case PlanPath::kBatonGemm:
+      LowerForCublasLt(config, logical, weights, caches, buffers, attention, StepOpKind::kGemm,
+                       plan);
+      break;
   }
   plan.Settle();  // token selection is many nodes after step begin
-  plan.Simple(StepOpKind::kSelectAndEnd);
+  StepOp select;
+  select.kind = StepOpKind::kSelectAndEnd;
+  select.sequences = true;
+  plan.Add(select);
   return plan.Take();
+}
+
+AttentionPlan AttentionFor(const DecoderConfig& config, std::uint32_t rows,
+                           std::uint32_t max_batch) {
+  if (rows <= max_batch) return AttentionPlan::kFusedRows;
+  return ChunkAttentionTakes(config) ? AttentionPlan::kAppendThenChunks
+                                     : AttentionPlan::kAppendThenRows;
 }
 
 }  // namespace baton::detail

@@ -22,9 +22,24 @@ enum class StepOpKind : std::uint32_t {
   kRowNorm = 1,    // normed = RMSNorm(row_input) * norm, a row kernel
   kGemv = 2,       // Baton's GEMV with its fused input and output (kernels/gemv_io.h)
   kLinear = 3,     // cuBLASLt: y = x · Wᵀ (+ bias), projection `linear` of the bucket's plans
-  kRopeAttention = 4,  // RoPE, KV append and attention over the cache
-  kSiluMul = 5,        // SiLU(gate) * up (io.x) into io.y, a row kernel
-  kSelectAndEnd = 6,   // token selection with the step's end (decoder_step.h)
+  kRopeAttention = 4,   // RoPE, KV append and attention over the cache, a block per row and head
+  kSiluMul = 5,         // SiLU(gate) * up (io.x) into io.y, a row kernel
+  kSelectAndEnd = 6,    // token selection with the step's end (decoder_step.h)
+  kGemm = 7,            // Baton's tensor-core GEMM: y = x · Wᵀ (+ bias) (kernels/gemm.h)
+  kRopeAppend = 8,      // RoPE and KV append of every row
+  kChunkAttention = 9,  // attention of each sequence's chunk, after kRopeAppend (flash)
+  kRowAttention = 10,   // attention a block per row and head, after kRopeAppend
+};
+
+// How a plan's attention runs. A step of a few rows (a decode bucket) fuses
+// RoPE, the KV append and attention into one kernel per row and head; a step
+// of long chunks appends every row first and then runs the chunk attention
+// on tensor cores (or, for head sizes it does not take, the per-row kernel
+// reading every key from the cache).
+enum class AttentionPlan : std::uint32_t {
+  kFusedRows = 0,
+  kAppendThenChunks = 1,
+  kAppendThenRows = 2
 };
 
 // What a row norm reads: the residual stream, embedding rows (which it stores
@@ -56,12 +71,16 @@ struct StepOp {
   // kernel launch before its own wait.
   bool settled = false;
   bool launch_next_early = false;
+  // Runs over the step's sequences (positions) rather than its rows: the
+  // logits' norm and projection (each sequence's last row) and selection.
+  bool sequences = false;
 };
 
-// The activations a step writes, by batch position (device pointers).
+// The activations a step writes, by row (device pointers); the logits by
+// batch position.
 struct StepBuffers {
-  float* hidden = nullptr;  // the fp32 residual stream [max_batch, d_model]
-  void* normed = nullptr;   // a row norm's output [max_batch, d_model]
+  float* hidden = nullptr;  // the fp32 residual stream [max_rows, d_model]
+  void* normed = nullptr;   // a row norm's output [max_rows, d_model]
   void* qkv = nullptr;
   void* attention = nullptr;
   void* projected = nullptr;  // a cuBLASLt projection's output before its residual add
@@ -72,18 +91,28 @@ struct StepBuffers {
 };
 
 enum class PlanPath : std::uint32_t {
-  kGemv = 0,      // Baton's GEMV, norms and residual adds fused in (batch invariant)
-  kCublasLt = 1,  // cuBLASLt projections, row kernels around them (graph path only)
+  kGemv = 0,       // Baton's GEMV, norms and residual adds fused in (batch invariant)
+  kCublasLt = 1,   // cuBLASLt projections, row kernels around them (graph path only)
+  kBatonGemm = 2,  // Baton's tensor-core GEMM in cuBLASLt's place (row invariant; every engine)
 };
 
 // The step for `config`: step begin, then per layer the attention block
 // (norm, QKV projection with its bias, RoPE + attention, output projection
 // with its bias, residual add) and the FFN block (norm, gate | up
 // projection, SiLU(gate) * up, down projection, residual add), then the final
-// norm, the LM head and token selection, lowered for `path`.
+// norm and the LM head of each sequence's last row and token selection,
+// lowered for `path` with `attention`.
 [[nodiscard]] std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config,
                                                   const ModelTensors& weights,
                                                   const std::vector<KvCacheLayer>& caches,
-                                                  const StepBuffers& buffers, PlanPath path);
+                                                  const StepBuffers& buffers, PlanPath path,
+                                                  AttentionPlan attention);
+
+// The attention a bucket of `rows` rows runs: fused rows up to max_batch
+// (decode steps, short chunks), appended chunks above (chunk attention where
+// the head size allows it). A function of the shapes alone, so every engine
+// makes the same choice for a bucket.
+[[nodiscard]] AttentionPlan AttentionFor(const DecoderConfig& config, std::uint32_t rows,
+                                         std::uint32_t max_batch);
 
 }  // namespace baton::detail

@@ -71,10 +71,17 @@ void ReadTokens(const DecoderModel& model, const std::vector<DecodeRequest>& req
                 std::map<std::uint32_t, Outcome>& outcomes);
 
 // Every request completed once, within its limit, exactly at its limit or its
-// first stop token, after prompt + value - 1 steps. Returns how many ended on
-// their stop token.
+// first stop token, after at least ceil(prompt / chunk) + value - 1 steps
+// (its prompt read in chunks of at most `chunk` tokens, then one step per
+// token; more where it waited for the step's budget), and, with
+// `never_waits` (every prompt fit the first step's budget), exactly that.
+// Returns how many ended on their stop token.
 int CheckCompletionRules(const std::map<std::uint32_t, Outcome>& outcomes,
-                         const std::vector<DecodeRequest>& requests, const std::string& label);
+                         const std::vector<DecodeRequest>& requests, const std::string& label,
+                         std::uint32_t chunk, bool never_waits = false);
+
+// The steps a request that never waits for budget takes.
+[[nodiscard]] std::uint32_t StepsOf(std::size_t prompt, std::uint32_t value, std::uint32_t chunk);
 
 // Teacher-forces the reference along the device's tokens; returns the number
 // of near-ties, fails on a token that is neither the reference's choice nor

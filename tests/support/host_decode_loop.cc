@@ -1,7 +1,6 @@
 #include "support/host_decode_loop.h"
 
 #include <algorithm>
-#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,38 +8,42 @@
 #include "baton/step_graph.h"
 
 namespace baton::testing {
-
-absl::StatusOr<std::unique_ptr<HostDecodeLoop>> HostDecodeLoop::Create(
-    DecoderModel& model, std::vector<std::uint32_t> buckets) {
+absl::StatusOr<std::unique_ptr<HostDecodeLoop>> HostDecodeLoop::Create(const StepProgram& program) {
   std::unique_ptr<HostDecodeLoop> loop(new HostDecodeLoop());
-  loop->max_batch_ = model.options().max_batch;
-  if (buckets.empty() || buckets.front() == 0 || buckets.back() > loop->max_batch_ ||
+  const std::vector<std::uint32_t>& buckets = program.buckets;
+  const std::uint32_t n = program.max_batch;
+  if (n == 0 || !program.enqueue || buckets.empty() || buckets.front() == 0 ||
       std::adjacent_find(buckets.begin(), buckets.end(), std::greater_equal<>()) != buckets.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("HostDecodeLoop: bucket sizes must increase strictly, from 1 up to max_batch ",
-                     loop->max_batch_));
+        "HostDecodeLoop: the program needs max_batch, enqueue and strictly increasing buckets");
   }
-  loop->buckets_ = std::move(buckets);
-  const std::uint32_t n = loop->max_batch_;
+  loop->max_batch_ = n;
+  loop->policy_ = program.tokens;
+  loop->buckets_ = buckets;
+  const std::uint32_t max_rows = std::max(n, program.tokens.max_tokens_per_step);
+  if (buckets.back() < max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("HostDecodeLoop: the largest bucket ",
+                                                   buckets.back(), " holds no whole step of ",
+                                                   max_rows, " rows"));
+  }
   BATON_ASSIGN_OR_RETURN(loop->stream_, CreateStream());
   BATON_ASSIGN_OR_RETURN(loop->header_, DeviceBuffer<StepHeader>::Create(1));
-  BATON_ASSIGN_OR_RETURN(loop->items_, DeviceBuffer<WorkItem>::Create(n));
-  BATON_ASSIGN_OR_RETURN(loop->slots_, DeviceBuffer<std::uint32_t>::Create(n));
-  BATON_ASSIGN_OR_RETURN(loop->item_steps_, DeviceBuffer<std::uint32_t>::Create(n));
-  BATON_ASSIGN_OR_RETURN(loop->finished_, DeviceBuffer<std::uint32_t>::Create(n));
-  BATON_ASSIGN_OR_RETURN(loop->results_, DeviceBuffer<std::uint32_t>::Create(n));
-  StepContext context;
-  context.args.header = loop->header_.data();
-  context.args.items = loop->items_.data();
-  context.args.slots = loop->slots_.data();
-  context.args.item_steps = loop->item_steps_.data();
-  context.args.finished = loop->finished_.data();
-  context.args.results = loop->results_.data();
-  context.args.max_batch = n;
-  for (std::uint32_t size : loop->buckets_) {
+  BATON_ASSIGN_OR_RETURN(loop->d_items_, DeviceBuffer<WorkItem>::Create(n));
+  BATON_ASSIGN_OR_RETURN(loop->d_words_,
+                         DeviceBuffer<std::uint32_t>::Create(kStepWords * size_t{n}));
+  loop->batch_ = std::make_unique<HostBatch>(n);
+  StepArgs& a = loop->device_args_;
+  a.header = loop->header_.data();
+  a.items = loop->d_items_.data();
+  a.max_batch = n;
+  PointStepWords(a, loop->d_words_.data());
+  a.max_tokens = max_rows;
+  for (std::uint32_t size : buckets) {
+    StepContext context;
     context.bucket_size = size;
+    context.args = a;
     BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(loop->stream_.get(), [&](cudaStream_t stream) {
-                             return model.EnqueueStep(context, stream);
+                             return program.enqueue(context, stream);
                            }));
     BATON_ASSIGN_OR_RETURN(GraphExec exec, InstantiateGraph(graph.get()));
     loop->graphs_.push_back(std::move(exec));
@@ -48,83 +51,68 @@ absl::StatusOr<std::unique_ptr<HostDecodeLoop>> HostDecodeLoop::Create(
   return loop;
 }
 
-absl::Status HostDecodeLoop::Step(const std::vector<Active>& active, std::uint32_t bucket,
-                                  std::vector<std::uint32_t>& finished,
-                                  std::vector<std::uint32_t>& results) {
-  const std::size_t batch = active.size();
+absl::Status HostDecodeLoop::Step(std::uint32_t batch, std::uint32_t rows, std::uint32_t bucket) {
   StepHeader header;
   header.step = step_++;
-  header.batch = static_cast<std::uint32_t>(batch);
+  header.batch = batch;
   header.bucket = bucket;
   header.bucket_size = buckets_[bucket];
-  std::vector<WorkItem> items(batch);
-  std::vector<std::uint32_t> slots(batch), steps(batch);
-  for (std::size_t p = 0; p < batch; ++p) {
-    items[p] = active[p].item;
-    slots[p] = active[p].slot;
-    steps[p] = active[p].steps;
-  }
+  header.tokens = rows;
   cudaStream_t s = stream_.get();
-  const std::size_t words = batch * sizeof(std::uint32_t);
+  const StepArgs& host = batch_->args();
+  const std::size_t bytes = batch * sizeof(std::uint32_t);
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(header_.data(), &header, sizeof(header), cudaMemcpyHostToDevice, s));
-  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(items_.data(), items.data(), batch * sizeof(WorkItem),
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_items_.data(), host.items, batch * sizeof(WorkItem),
                                              cudaMemcpyHostToDevice, s));
-  BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(slots_.data(), slots.data(), words, cudaMemcpyHostToDevice, s));
-  BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(item_steps_.data(), steps.data(), words, cudaMemcpyHostToDevice, s));
+  const std::pair<std::uint32_t*, const std::uint32_t*> up[] = {
+      {device_args_.slots, host.slots},
+      {device_args_.item_steps, host.item_steps},
+      {device_args_.item_tokens, host.item_tokens},
+      {device_args_.tokens, host.tokens},
+      {device_args_.token_offsets, host.token_offsets}};
+  for (const auto& [to, from] : up) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, s));
+  }
   // Nothing finished yet, and a result the step does not write reads as poison.
-  BATON_RETURN_IF_ERROR(finished_.Fill(0, s));
-  BATON_RETURN_IF_ERROR(results_.Fill(0xFF, s));
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(device_args_.finished, 0, bytes, s));
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(device_args_.results, 0xFF, bytes, s));
   BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), s));
-  finished.assign(batch, 0);
-  results.assign(batch, 0);
   BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(finished.data(), finished_.data(), words, cudaMemcpyDeviceToHost, s));
+      cudaMemcpyAsync(host.finished, device_args_.finished, bytes, cudaMemcpyDeviceToHost, s));
   BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(results.data(), results_.data(), words, cudaMemcpyDeviceToHost, s));
+      cudaMemcpyAsync(host.results, device_args_.results, bytes, cudaMemcpyDeviceToHost, s));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Completion>> HostDecodeLoop::Run(
-    absl::Span<const std::uint32_t> entries) {
+absl::StatusOr<std::vector<Completion>> HostDecodeLoop::Run(absl::Span<const WorkItem> items) {
   std::vector<Completion> completions;
-  std::vector<Active> active;
-  std::set<std::uint32_t> free_slots;
-  for (std::uint32_t s = 0; s < max_batch_; ++s) free_slots.insert(s);
-  std::vector<std::uint32_t> finished, results;
-  // No request runs longer than its context: a loop past that is a bug.
-  const std::uint64_t step_limit = (entries.size() + 1) * std::uint64_t{kDecoderMaxContext + 1};
+  HostBatch& b = *batch_;
+  const StepArgs& a = b.args();
+  b.Reset();
   std::size_t next = 0;
-  for (std::uint64_t steps = 0; next < entries.size() || !active.empty(); ++steps) {
+  // A step runs at least one token of the oldest unfinished item, so no run
+  // takes more steps than all of the items' tokens: a loop past that is a bug.
+  std::uint64_t step_limit = 1;
+  for (const WorkItem& item : items) step_limit += InputTokens(item) + (std::uint64_t{1} << 16);
+  for (std::uint64_t steps = 0; next < items.size() || b.batch() > 0; ++steps) {
     if (steps == step_limit) {
       return absl::InternalError(absl::StrCat("HostDecodeLoop: ", completions.size(), " of ",
-                                              entries.size(), " entries finished in ", step_limit,
+                                              items.size(), " items finished in ", step_limit,
                                               " steps"));
     }
-    while (active.size() < buckets_.back() && next < entries.size()) {
-      active.push_back({DecoderModel::WorkItemFor(entries[next++]), *free_slots.begin(), 0});
-      free_slots.erase(free_slots.begin());
-    }
-    const std::uint32_t bucket = static_cast<std::uint32_t>(
-        std::lower_bound(buckets_.begin(), buckets_.end(), active.size()) - buckets_.begin());
-    BATON_RETURN_IF_ERROR(Step(active, bucket, finished, results));
-    std::vector<Active> kept;
-    for (std::size_t p = 0; p < active.size(); ++p) {
-      Active a = active[p];
-      ++a.steps;
-      if (finished[p] == 0) {
-        kept.push_back(a);
-        continue;
-      }
-      completions.push_back(Completion{a.item.id,
+    while (b.CanAdmit() && next < items.size()) b.Admit(items[next++]);
+    const std::uint32_t rows = b.PlanTokens(policy_);
+    const int bucket = ChooseStepBucket(
+        buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), b.batch(), rows);
+    if (bucket < 0) return absl::InternalError("HostDecodeLoop: no bucket holds the step");
+    BATON_RETURN_IF_ERROR(Step(b.batch(), rows, static_cast<std::uint32_t>(bucket)));
+    b.Retire([&](std::uint32_t p) {
+      completions.push_back(Completion{a.items[p].id,
                                        static_cast<std::uint32_t>(CompletionStatus::kCompleted),
-                                       a.steps, results[p]});
-      free_slots.insert(a.slot);
-    }
-    active = std::move(kept);
+                                       a.item_steps[p] + 1, a.results[p]});
+    });
   }
   return completions;
 }

@@ -1,63 +1,61 @@
-// A host-driven decode loop over a DecoderModel, written with Baton's public
+// A host-driven decode loop over a step program, written with Baton's public
 // API as a user would: the reference the engines' tokens are compared with.
-// The host makes every step's decision: it retires the items the last step
-// finished (keeping the others in order), admits waiting entries into the
-// lowest free slots, picks the smallest bucket that holds the batch, copies
-// the step's arguments to the device, launches that bucket's graph (captured
-// once from DecoderModel::EnqueueStep), copies back which items finished and
-// waits for them before it decides again.
+// The host makes every step's decision with the batch policy's scalar
+// functions (baton/batch_policy.h, the rules the device scheduler follows):
+// it retires the items the last step finished, admits waiting items into
+// free slots, plans the step's tokens, picks the bucket, copies the step's
+// arguments to the device, launches that bucket's graph (captured once from
+// the program's enqueue), copies back which items finished and waits for
+// them before it decides again.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "baton/batch_policy.h"
 #include "baton/completion.h"
 #include "baton/cuda_resources.h"
-#include "baton/decoder_model.h"
+#include "baton/host_batch.h"
 #include "baton/step_args.h"
+#include "baton/step_program.h"
 
 namespace baton::testing {
 
 class HostDecodeLoop {
  public:
-  // One graph per bucket: sizes strictly increasing, the largest at most the
-  // model's max_batch.
+  // One graph per bucket of `program` (what DecoderModel::MakeStepProgram
+  // gives the engines), which must name its max_batch; the program's model
+  // must outlive the loop.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostDecodeLoop>> Create(
-      DecoderModel& model, std::vector<std::uint32_t> buckets);
+      const StepProgram& program);
 
-  // Runs the model's request-table entries to completion, admitting them in
-  // the order given; returns their completions in the order they finished.
-  [[nodiscard]] absl::StatusOr<std::vector<Completion>> Run(
-      absl::Span<const std::uint32_t> entries);
+  // Runs `items` to completion, admitting them in the order given; returns
+  // their completions in the order they finished.
+  [[nodiscard]] absl::StatusOr<std::vector<Completion>> Run(absl::Span<const WorkItem> items);
+
+  // Steps run so far.
+  [[nodiscard]] std::uint64_t steps() const { return step_; }
 
  private:
   HostDecodeLoop() = default;
 
-  // An admitted item: where it lives and how many steps it has run.
-  struct Active {
-    WorkItem item;
-    std::uint32_t slot = 0;
-    std::uint32_t steps = 0;
-  };
-
-  // One step of `active` (its positions in order) in bucket `bucket`; returns
-  // each position's finished flag and result.
-  absl::Status Step(const std::vector<Active>& active, std::uint32_t bucket,
-                    std::vector<std::uint32_t>& finished, std::vector<std::uint32_t>& results);
+  // One step of positions [0, batch) in bucket `bucket` with `rows` rows;
+  // fills finished_ and results_.
+  absl::Status Step(std::uint32_t batch, std::uint32_t rows, std::uint32_t bucket);
 
   std::uint32_t max_batch_ = 0;
+  TokenPolicy policy_;
   std::vector<std::uint32_t> buckets_;
   Stream stream_;
+  // The batch as the policy keeps it (host), and its device copy.
+  std::unique_ptr<HostBatch> batch_;
   DeviceBuffer<StepHeader> header_;
-  DeviceBuffer<WorkItem> items_;
-  DeviceBuffer<std::uint32_t> slots_;
-  DeviceBuffer<std::uint32_t> item_steps_;
-  DeviceBuffer<std::uint32_t> finished_;
-  DeviceBuffer<std::uint32_t> results_;
+  DeviceBuffer<WorkItem> d_items_;
+  DeviceBuffer<std::uint32_t> d_words_;  // slots .. results, StepArgs' order
+  StepArgs device_args_;
   std::vector<GraphExec> graphs_;  // by bucket
   std::uint64_t step_ = 0;         // StepHeader::step of the next step
 };

@@ -87,9 +87,9 @@ TestBatch MakeBatch(std::uint32_t capacity, std::uint32_t active, std::uint32_t 
   std::iota(all.begin(), all.end(), 0u);
   std::shuffle(all.begin(), all.end(), Rng());
   batch.host_slots.assign(all.begin(), all.begin() + capacity);
-  batch.host_positions.assign(max_slots, 0);
+  batch.host_positions.assign(capacity, 0);
   for (std::uint32_t p = 0; p < positions_by_position.size() && p < capacity; ++p) {
-    batch.host_positions[batch.host_slots[p]] = positions_by_position[p];
+    batch.host_positions[p] = positions_by_position[p];
   }
   batch.active = Upload(std::vector<std::uint32_t>{active});
   batch.slots = Upload(batch.host_slots);

@@ -129,12 +129,13 @@ struct TestBatch {
   DeviceBuffer<std::int32_t> positions;
   DecodeBatch view;
   std::vector<std::uint32_t> host_slots;
-  std::vector<std::int32_t> host_positions;  // by slot
+  std::vector<std::int32_t> host_positions;  // by row
 };
 
-// Slots are a random subset of [0, max_slots) in random order, so position
-// and slot never coincide by accident. positions_by_position[p] is the
-// sequence position of the sequence at batch position p (0 when absent).
+// One row per sequence (a decode step). Slots are a random subset of [0,
+// max_slots) in random order, so row and slot never coincide by accident.
+// positions_by_position[p] is the sequence position of row p's token (0
+// when absent).
 [[nodiscard]] TestBatch MakeBatch(std::uint32_t capacity, std::uint32_t active,
                                   std::uint32_t max_slots,
                                   const std::vector<std::int32_t>& positions_by_position = {});
