@@ -53,3 +53,24 @@ if [ ! -f "$build_dir/build.ninja" ]; then
 fi
 say "building $build_dir"
 cmake --build "$build_dir" -j "$(nproc)"
+
+# The Python package's test environment: BUILD/venv (seeing the system's packages), with what
+# python/requirements-test.txt names installed from PyPI when it is missing. Without it (no network, no
+# python3-venv) the build still succeeds and the Python tests report themselves skipped, saying why.
+venv="$build_dir/venv"
+if [ ! -x "$venv/bin/python" ] && ! python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1; then
+  rm -rf "$venv"
+  if ! dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q "install ok installed"; then
+    say "installing python3-venv"
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv ||
+      say "could not install python3-venv"
+  fi
+  python3 -m venv --system-site-packages "$venv" || { rm -rf "$venv"; say "could not make $venv: Python tests will be skipped"; }
+fi
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import tokenizers, jinja2, pytest" 2>/dev/null; then
+  say "installing the Python test requirements into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 2 -r "$root/python/requirements-test.txt" ||
+    say "pip could not install python/requirements-test.txt: Python tests will be skipped"
+fi

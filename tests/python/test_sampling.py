@@ -1,0 +1,53 @@
+"""SamplingParams: defaults, and each bad field refused with its name, its value and what is accepted."""
+
+import math
+
+import pytest
+
+from baton import MAX_STOP_TOKENS, SamplingParams
+
+
+def test_defaults_are_greedy_with_no_stops():
+    p = SamplingParams()
+    assert p.greedy and p.max_tokens == 16 and p.stop == () and p.stop_token_ids == ()
+
+
+def test_stops_are_normalized_in_order_once_each():
+    p = SamplingParams(stop="\n\n", stop_token_ids=[7, 3, 7])
+    assert p.stop == ("\n\n",)
+    assert p.stop_token_ids == (7, 3)
+    assert SamplingParams(stop=["b", "a", "b"]).stop == ("b", "a")
+
+
+@pytest.mark.parametrize("kwargs, kind, words", [
+    ({"max_tokens": 0}, ValueError, ["max_tokens", "0", "at least 1"]),
+    ({"max_tokens": 2.5}, TypeError, ["max_tokens", "integer"]),
+    ({"max_tokens": True}, TypeError, ["max_tokens"]),
+    ({"temperature": -0.5}, ValueError, ["temperature", "-0.5", "0 for greedy"]),
+    ({"temperature": math.nan}, ValueError, ["temperature", "finite"]),
+    ({"temperature": "hot"}, TypeError, ["temperature", "number"]),
+    ({"top_p": 0.0}, ValueError, ["top_p", "(0, 1]"]),
+    ({"top_p": 1.5}, ValueError, ["top_p", "1.5"]),
+    ({"top_k": -1}, ValueError, ["top_k", "0 (off)"]),
+    ({"top_k": (1 << 18) + 1}, ValueError, ["top_k"]),
+    ({"seed": -1}, ValueError, ["seed", "2**64"]),
+    ({"seed": 1 << 64}, ValueError, ["seed"]),
+    ({"stop": [""]}, ValueError, ["stop[0]", "empty"]),
+    ({"stop": ["ok", 3]}, TypeError, ["stop[1]", "strings"]),
+    ({"stop": 5}, TypeError, ["stop", "string"]),
+    ({"stop_token_ids": "12"}, TypeError, ["stop_token_ids", "list"]),
+    ({"stop_token_ids": [1, -2]}, ValueError, ["stop_token_ids[1]", "-2"]),
+    ({"stop_token_ids": list(range(MAX_STOP_TOKENS + 1))}, ValueError,
+     ["stop_token_ids", str(MAX_STOP_TOKENS + 1), "stop strings"]),
+    ({"ignore_eos": 1}, TypeError, ["ignore_eos"]),
+])
+def test_bad_fields_are_refused_naming_the_field_and_the_fix(kwargs, kind, words):
+    with pytest.raises(kind) as error:
+        SamplingParams(**kwargs)
+    for word in words:
+        assert word in str(error.value), (word, str(error.value))
+
+
+def test_limits_themselves_are_accepted():
+    SamplingParams(max_tokens=1, temperature=0.0, top_p=1.0, top_k=1 << 18, seed=(1 << 64) - 1,
+                   stop_token_ids=list(range(MAX_STOP_TOKENS)))
