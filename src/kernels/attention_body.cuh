@@ -1,6 +1,6 @@
 // RoPE, KV-cache append and decode attention: the attention kernel's body,
 // shared by the graph path (decode_kernels.cu) and the dynamic-parallelism
-// step (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+// step (src/model/dp_decoder_step.cu). Internal; Abseil-free.
 #pragma once
 
 #include <cub/warp/warp_reduce.cuh>

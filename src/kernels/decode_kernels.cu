@@ -9,7 +9,7 @@
 // The bodies of the kernels the decoder model's step runs live in .cuh
 // headers (row_kernel_body.cuh, attention_body.cuh, gemv_body.cuh,
 // select_body.cuh): the dynamic-parallelism engine compiles the same bodies
-// into its own device link (src/dynamic_parallelism/dp_decoder_step.cu).
+// into its own device link (src/model/dp_decoder_step.cu).
 #include <cstdint>
 #include <utility>
 

@@ -1,6 +1,6 @@
 // The runtime's own GEMV (DecoderGemm::kBatonGemv): the kernel body, shared by
 // the graph path (decode_kernels.cu) and the dynamic-parallelism step
-// (src/dynamic_parallelism/dp_decoder_step.cu). Internal; Abseil-free.
+// (src/model/dp_decoder_step.cu). Internal; Abseil-free.
 //
 // GEMV on tensor cores: a block computes 16 weight rows x 8 positions with
 // mma.sync m16n8k16 (fp32 accumulation); its 8 warps split the row's

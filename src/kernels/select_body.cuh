@@ -1,6 +1,6 @@
 // Token selection (argmax, Gumbel-max sampling, or top-k / top-p sampling):
 // the select kernel's body, shared by the graph path (decode_kernels.cu) and
-// the dynamic-parallelism step (src/dynamic_parallelism/dp_decoder_step.cu).
+// the dynamic-parallelism step (src/model/dp_decoder_step.cu).
 // Internal; Abseil-free.
 //
 // Token selection: a cluster of blocks per position splits the vocabulary;

@@ -1,7 +1,7 @@
 // The bodies of the two kernels that frame the decoder model's step
 // (decoder_step.h): step_begin, and the step's end as hooks of the token
 // selection kernel. Shared by the graph path (decoder_step_kernels.cu) and the
-// dynamic-parallelism step (src/dynamic_parallelism/dp_decoder_step.cu).
+// dynamic-parallelism step (src/model/dp_decoder_step.cu).
 // Internal; Abseil-free.
 #pragma once
 

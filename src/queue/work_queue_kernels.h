@@ -1,5 +1,5 @@
 // Host-launched helper kernels of the work queue (initialize, seed, drain),
-// behind a plain C++ interface: src/host/work_queue.cc wraps them in Status.
+// behind a plain C++ interface: src/queue/work_queue.cc wraps them in Status.
 // Internal to the runtime; no Abseil.
 #pragma once
 
