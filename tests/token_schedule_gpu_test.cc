@@ -18,6 +18,7 @@
 
 #include "baton/batch_policy.h"
 #include "baton/cuda_resources.h"
+#include "baton/host_batch.h"
 #include "baton/runtime.h"
 #include "support/gpu_test.h"
 #include "support/test_seed.h"
@@ -54,41 +55,29 @@ struct Step {
 
 std::vector<Step> ReferenceSchedule(const Case& c, const std::vector<std::uint32_t>& buckets,
                                     const std::vector<WorkItem>& items) {
-  const std::uint32_t n = c.max_batch;
-  std::vector<WorkItem> its(n);
-  std::vector<std::uint32_t> slots(n), item_steps(n), item_tokens(n), tokens(n), offsets(n),
-      finished(n), results(n), free_slots(n);
-  StepArgs a;
-  a.items = its.data();
-  a.slots = slots.data();
-  a.item_steps = item_steps.data();
-  a.item_tokens = item_tokens.data();
-  a.tokens = tokens.data();
-  a.token_offsets = offsets.data();
-  a.finished = finished.data();
-  a.results = results.data();
-  for (std::uint32_t i = 0; i < n; ++i) free_slots[i] = n - 1 - i;
-  std::uint32_t free_count = n, batch = 0;
+  HostBatch b(c.max_batch);
+  const StepArgs& a = b.args();
   std::size_t next = 0;
   std::vector<Step> steps;
-  while (next < items.size() || batch > 0) {
-    while (batch < n && free_count > 0 && next < items.size()) {
-      batch = AdmitItem(a, batch, free_slots.data(), free_count, items[next++]);
-    }
+  while (next < items.size() || b.batch() > 0) {
+    while (b.CanAdmit() && next < items.size()) b.Admit(items[next++]);
+    const std::uint32_t batch = b.batch();
     Step step;
     step.header.step = steps.size();
     step.header.batch = batch;
-    step.header.tokens = PlanStepTokens(c.policy, a, batch);
+    step.header.tokens = b.PlanTokens(c.policy);
     const int bucket = ChooseStepBucket(buckets.data(), static_cast<std::uint32_t>(buckets.size()),
                                         batch, step.header.tokens);
     step.header.bucket = static_cast<std::uint32_t>(bucket);
     step.header.bucket_size = bucket < 0 ? 0 : buckets[bucket];
     for (std::uint32_t p = 0; p < batch; ++p) {
-      step.positions.push_back({its[p].id, slots[p], item_tokens[p], tokens[p], offsets[p]});
-      finished[p] = test::FinishesNow(its[p].id, InputTokens(its[p]), item_tokens[p], tokens[p]);
+      step.positions.push_back(
+          {a.items[p].id, a.slots[p], a.item_tokens[p], a.tokens[p], a.token_offsets[p]});
+      a.finished[p] =
+          test::FinishesNow(a.items[p].id, InputTokens(a.items[p]), a.item_tokens[p], a.tokens[p]);
     }
     steps.push_back(std::move(step));
-    batch = RetireStep(a, batch, free_slots.data(), free_count, [](std::uint32_t) {});
+    b.Retire([](std::uint32_t) {});
   }
   return steps;
 }

@@ -62,13 +62,13 @@ struct TokenPolicy {
   return n == 0 ? 1 : n;
 }
 
-// The tokens position p asks for this step: what is left of its input
-// (capped at one chunk), or 1 once it decodes. `decoding` says which.
+// The tokens a position asks for this step, from its input and the tokens
+// it already ran: what is left of its input (capped at one chunk), or 1
+// once it decodes. `decoding` says which.
 [[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t TokensWanted(const TokenPolicy& policy,
-                                                                     const WorkItem& item,
+                                                                     std::uint32_t input,
                                                                      std::uint32_t ran,
                                                                      bool& decoding) {
-  const std::uint32_t input = InputTokens(item);
   decoding = !policy.budgeted() || ran >= input;
   if (decoding) return 1;
   const std::uint32_t left = input - ran;
@@ -122,7 +122,7 @@ BATON_HOST_DEVICE inline std::uint32_t PlanStepTokens(const TokenPolicy& policy,
   std::uint32_t decoding_count = 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
     bool decoding = false;
-    (void)TokensWanted(policy, a.items[p], a.item_tokens[p], decoding);
+    (void)TokensWanted(policy, InputTokens(a.items[p]), a.item_tokens[p], decoding);
     decoding_count += decoding ? 1 : 0;
   }
   // Without a budget every position decodes; with one, decodes never exceed
@@ -133,7 +133,7 @@ BATON_HOST_DEVICE inline std::uint32_t PlanStepTokens(const TokenPolicy& policy,
   std::uint32_t rows = 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
     bool decoding = false;
-    std::uint32_t n = TokensWanted(policy, a.items[p], a.item_tokens[p], decoding);
+    std::uint32_t n = TokensWanted(policy, InputTokens(a.items[p]), a.item_tokens[p], decoding);
     if (!decoding) {
       n = n < left ? n : left;
       left -= n;
@@ -145,13 +145,20 @@ BATON_HOST_DEVICE inline std::uint32_t PlanStepTokens(const TokenPolicy& policy,
   return rows;
 }
 
+// What a step's bucket must hold: its rows, and a position for every item in
+// the batch (an item may get no rows in a step whose budget others used up).
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t StepCapacityNeeded(std::uint32_t batch,
+                                                                           std::uint32_t rows) {
+  return rows > batch ? rows : batch;
+}
+
 // Bucket: the index of the smallest of `sizes` (increasing) that holds
-// max(rows, batch), or -1 when none does.
+// StepCapacityNeeded(batch, rows), or -1 when none does.
 [[nodiscard]] BATON_HOST_DEVICE inline int ChooseStepBucket(const std::uint32_t* sizes,
                                                             std::uint32_t count,
                                                             std::uint32_t batch,
                                                             std::uint32_t rows) {
-  const std::uint32_t need = rows > batch ? rows : batch;
+  const std::uint32_t need = StepCapacityNeeded(batch, rows);
   for (std::uint32_t i = 0; i < count; ++i) {
     if (sizes[i] >= need) return static_cast<int>(i);
   }

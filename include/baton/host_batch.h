@@ -17,29 +17,20 @@ namespace baton {
 
 class HostBatch {
  public:
-  // A batch of up to `max_batch` positions, empty, with every slot free.
+  // A batch of up to `max_batch` positions in arrays of its own, empty, with
+  // every slot free.
   explicit HostBatch(std::uint32_t max_batch)
-      : items_(max_batch),
-        slots_(max_batch),
-        item_steps_(max_batch),
-        item_tokens_(max_batch),
-        tokens_(max_batch),
-        offsets_(max_batch),
-        finished_(max_batch),
-        results_(max_batch),
-        free_slots_(max_batch) {
+      : items_(max_batch), words_(std::size_t{kStepWords} * max_batch) {
     args_.items = items_.data();
-    args_.slots = slots_.data();
-    args_.item_steps = item_steps_.data();
-    args_.item_tokens = item_tokens_.data();
-    args_.tokens = tokens_.data();
-    args_.token_offsets = offsets_.data();
-    args_.finished = finished_.data();
-    args_.results = results_.data();
     args_.max_batch = max_batch;
+    PointStepWords(args_, words_.data());
     Reset();
   }
-  // args() points into this object's arrays.
+  // A batch kept in the caller's host arrays (`arrays`: items, the word
+  // arrays and max_batch; e.g. mapped memory a loop uploads from), which
+  // must outlive this object. Empty, with every slot free.
+  explicit HostBatch(const StepArgs& arrays) : args_(arrays) { Reset(); }
+  // args() may point into this object's arrays.
   HostBatch(const HostBatch&) = delete;
   HostBatch& operator=(const HostBatch&) = delete;
 
@@ -48,6 +39,7 @@ class HostBatch {
   void Reset() {
     batch_ = 0;
     free_count_ = args_.max_batch;
+    free_slots_.resize(args_.max_batch);
     for (std::uint32_t i = 0; i < args_.max_batch; ++i) free_slots_[i] = args_.max_batch - 1 - i;
   }
 
@@ -73,9 +65,9 @@ class HostBatch {
   [[nodiscard]] const std::vector<std::uint32_t>& free_slots() const { return free_slots_; }
 
  private:
-  std::vector<WorkItem> items_;
-  std::vector<std::uint32_t> slots_, item_steps_, item_tokens_, tokens_, offsets_, finished_,
-      results_, free_slots_;
+  std::vector<WorkItem> items_;       // owned arrays (empty over the caller's)
+  std::vector<std::uint32_t> words_;  // [kStepWords][max_batch]
+  std::vector<std::uint32_t> free_slots_;
   StepArgs args_;
   std::uint32_t batch_ = 0;
   std::uint32_t free_count_ = 0;

@@ -142,20 +142,16 @@ absl::Status HostLoop::Upload(std::uint32_t batch, std::uint32_t rows, std::uint
 absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first_step,
                            std::vector<Completion>& completions,
                            const std::function<void()>& after_step) {
-  StepArgs& a = host_args_;
-  free_slots_.assign(max_batch_, 0);
-  for (std::uint32_t i = 0; i < max_batch_; ++i) free_slots_[i] = max_batch_ - 1 - i;
-  std::uint32_t free_count = max_batch_;
+  const StepArgs& a = host_args_;
+  HostBatch b(a);
   std::size_t next = 0;
-  std::uint32_t batch = 0;
   std::uint64_t step = first_step;
   std::fill(a.finished, a.finished + max_batch_, 0u);
   for (;;) {
-    while (batch < max_batch_ && free_count > 0 && next < items.size()) {
-      batch = AdmitItem(a, batch, free_slots_.data(), free_count, items[next++]);
-    }
+    while (b.CanAdmit() && next < items.size()) b.Admit(items[next++]);
+    const std::uint32_t batch = b.batch();
     if (batch == 0) break;
-    const std::uint32_t rows = PlanStepTokens(policy_, a, batch);
+    const std::uint32_t rows = b.PlanTokens(policy_);
     const int bucket =
         ChooseStepBucket(buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), batch, rows);
     if (bucket < 0) return absl::InternalError("HostLoop: no bucket holds the step");
@@ -168,7 +164,7 @@ absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first
     if (after_step) after_step();
     ++step;
     ++steps_;
-    batch = RetireStep(a, batch, free_slots_.data(), free_count, [&](std::uint32_t p) {
+    b.Retire([&](std::uint32_t p) {
       completions.push_back(Completion{a.items[p].id,
                                        static_cast<std::uint32_t>(CompletionStatus::kCompleted),
                                        a.item_steps[p] + 1, a.results[p]});

@@ -109,7 +109,6 @@ class HostLoop {
   std::size_t down_offset_ = 0;
   std::size_t down_bytes_ = 0;
   std::vector<GraphExec> graphs_;
-  std::vector<std::uint32_t> free_slots_;
   // Schedule replay: the runs, their buckets, their staged arguments
   // (up_bytes_ each) and the multi-step graphs by bucket index.
   std::vector<ScheduleRun> replay_runs_;

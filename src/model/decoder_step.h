@@ -54,6 +54,31 @@ struct DecoderStepView {
 
 inline constexpr std::uint32_t kNoRequest = 0xffffffffu;
 
+// Whether a bucket of `rows` rows is a chunk step (GEMMs, the append of every
+// row, chunk attention) rather than a decode step (the decode kernels): above
+// max_batch rows. The graph path's plans (AttentionFor) and the
+// dynamic-parallelism step both choose by it.
+BATON_HOST_DEVICE constexpr bool IsChunkStep(std::uint32_t rows, std::uint32_t max_batch) {
+  return rows > max_batch;
+}
+
+// The token stream's layout, for the device that writes it and the host that
+// reads it (token_stream.cc): where entry e's token i lands, and the word that
+// holds it ((i + 1) << 32 | token; 0 is an empty slot).
+BATON_HOST_DEVICE constexpr std::size_t StreamSlot(std::uint32_t entry, std::uint32_t index,
+                                                   std::uint32_t window) {
+  return static_cast<std::size_t>(entry) * window + (index & (window - 1));
+}
+BATON_HOST_DEVICE constexpr unsigned long long StreamWord(std::uint32_t index, std::int32_t token) {
+  return (static_cast<unsigned long long>(index) + 1) << 32 | static_cast<std::uint32_t>(token);
+}
+BATON_HOST_DEVICE constexpr std::uint32_t StreamWordIndexPlusOne(unsigned long long word) {
+  return static_cast<std::uint32_t>(word >> 32);
+}
+BATON_HOST_DEVICE constexpr std::int32_t StreamWordToken(unsigned long long word) {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(word));
+}
+
 // step_begin: for every live position p, validates the item's request entry
 // (the item's input length must be its prompt's), and for each of its
 // tokens[p] rows sets the row's slot, sequence index (the tokens the item ran

@@ -142,8 +142,7 @@ __device__ inline void end_position(const DecoderStepView& v, const StepArgs& ar
   if (v.stream != nullptr) {
     const std::uint32_t i = generated - 1;
     // One 8-byte store into mapped memory: the host sees the word whole.
-    v.stream[static_cast<std::size_t>(e.entry) * v.stream_window + (i & (v.stream_window - 1))] =
-        (static_cast<unsigned long long>(i) + 1) << 32 | static_cast<std::uint32_t>(token);
+    v.stream[StreamSlot(e.entry, i, v.stream_window)] = StreamWord(i, token);
   }
   bool stop = generated >= e.info.max_new_tokens;
   // The host writes at most kEntryStopTokens; the bound guards a forged count.

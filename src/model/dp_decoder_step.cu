@@ -162,7 +162,7 @@ class DecoderStepLauncher {
         args_(args),
         sequences_(batch),
         rows_(args.header->tokens),
-        prefill_(args.header->bucket_size > step.view.max_batch) {}
+        prefill_(IsChunkStep(args.header->bucket_size, step.view.max_batch)) {}
 
   __device__ DeviceStepLaunch run() {
     const StepOp* ops = prefill_ ? s_.prefill_ops : s_.decode_ops;

@@ -2,6 +2,8 @@
 
 #include <cstddef>
 
+#include "decoder_step.h"
+
 namespace baton::detail {
 namespace {
 
@@ -301,7 +303,7 @@ std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config, const ModelTens
 
 AttentionPlan AttentionFor(const DecoderConfig& config, std::uint32_t rows,
                            std::uint32_t max_batch) {
-  if (rows <= max_batch) return AttentionPlan::kFusedRows;
+  if (!IsChunkStep(rows, max_batch)) return AttentionPlan::kFusedRows;
   return ChunkAttentionTakes(config) ? AttentionPlan::kAppendThenChunks
                                      : AttentionPlan::kAppendThenRows;
 }

@@ -5,20 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/status.h"
+#include "decoder_step.h"
 
 namespace baton::detail {
-namespace {
-
-// A word holds (index + 1) << 32 | token; 0 is an empty slot.
-std::uint32_t IndexPlusOne(unsigned long long word) {
-  return static_cast<std::uint32_t>(word >> 32);
-}
-std::int32_t TokenOf(unsigned long long word) {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(word));
-}
-
-}  // namespace
-
 absl::StatusOr<TokenStream> TokenStream::Create(std::uint32_t entries, std::uint32_t window) {
   TokenStream stream;
   BATON_ASSIGN_OR_RETURN(
@@ -39,8 +28,7 @@ void TokenStream::Clear(std::uint32_t first, std::uint32_t count) {
 unsigned long long TokenStream::Word(std::uint32_t entry, std::uint32_t index) const {
   // The device writes each word with one 8-byte store; an aligned 8-byte
   // load sees it whole, and the acquire keeps the token reads after it.
-  return __atomic_load_n(words_.host() + std::size_t{entry} * window_ + (index & (window_ - 1)),
-                         __ATOMIC_ACQUIRE);
+  return __atomic_load_n(words_.host() + StreamSlot(entry, index, window_), __ATOMIC_ACQUIRE);
 }
 
 absl::StatusOr<std::uint32_t> TokenStream::Read(std::uint32_t entry, std::uint32_t from,
@@ -53,9 +41,9 @@ absl::StatusOr<std::uint32_t> TokenStream::Read(std::uint32_t entry, std::uint32
   std::uint32_t next = from;
   for (;;) {
     const unsigned long long word = Word(entry, next);
-    const std::uint32_t index = IndexPlusOne(word);
+    const std::uint32_t index = StreamWordIndexPlusOne(word);
     if (index == next + 1) {
-      out.push_back(TokenOf(word));
+      out.push_back(StreamWordToken(word));
       ++next;
       continue;
     }
@@ -67,7 +55,7 @@ absl::StatusOr<std::uint32_t> TokenStream::Read(std::uint32_t entry, std::uint32
     // device; copy those that left the window.
     std::uint32_t newest = index;
     for (std::uint32_t i = 0; i < window_; ++i)
-      newest = std::max(newest, IndexPlusOne(Word(entry, i)));
+      newest = std::max(newest, StreamWordIndexPlusOne(Word(entry, i)));
     const std::uint32_t upto = newest - window_;  // the oldest index still in the ring
     if (upto <= next) continue;                   // it advanced meanwhile; read the ring again
     const std::size_t at = out.size();

@@ -193,7 +193,6 @@ __device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, cons
     __syncwarp();
     return batch;
   }
-  const std::uint32_t cap = policy.chunk_cap();
   // Position p's (input, ran) in lane p % 32 of round p / 32.
   const auto lane_state = [&](std::uint32_t base, std::uint32_t& input, std::uint32_t& ran) {
     const std::uint32_t p = base + lane;
@@ -207,7 +206,6 @@ __device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, cons
       ran = args.item_tokens[p];
     }
   };
-  const bool one_round = batch <= 32;
   std::uint32_t input0 = 0, ran0 = 0;  // round 0, kept for the second pass
   std::uint32_t decoding_count = 0;
   for (std::uint32_t base = 0; base < batch; base += 32) {
@@ -215,22 +213,21 @@ __device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, cons
     lane_state(base, input, ran);
     if (base == 0) input0 = input, ran0 = ran;
     const bool live = base + lane < batch;
-    decoding_count += __popc(__ballot_sync(kFullWarp, live && ran >= input));
+    bool decoding = false;
+    (void)TokensWanted(policy, input, ran, decoding);
+    decoding_count += __popc(__ballot_sync(kFullWarp, live && decoding));
   }
   std::uint32_t left =
       policy.max_tokens_per_step > decoding_count ? policy.max_tokens_per_step - decoding_count : 0;
   std::uint32_t rows = 0;
   for (std::uint32_t base = 0; base < batch; base += 32) {
     std::uint32_t input = input0, ran = ran0;
-    if (!(one_round || base == 0)) lane_state(base, input, ran);
+    if (base != 0) lane_state(base, input, ran);
     const std::uint32_t p = base + lane;
     const bool live = p < batch;
-    const bool decoding = ran >= input;
-    std::uint32_t want = 0;
-    if (live && !decoding) {
-      const std::uint32_t rest = input - ran;
-      want = rest < cap ? rest : cap;
-    }
+    bool decoding = false;
+    const std::uint32_t wanted = TokensWanted(policy, input, ran, decoding);
+    const std::uint32_t want = live && !decoding ? wanted : 0;
     // Earlier reading positions took min(their wants, the budget) in all.
     const std::uint32_t wanted_before = warp_inclusive_sum(want) - want;
     const std::uint32_t left_here = wanted_before < left ? left - wanted_before : 0;

@@ -120,7 +120,7 @@ struct Decision {
     return decided(Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle, nullptr});
   }
   const std::uint32_t rows = warp_plan_tokens(p.policy, p.args, batch, plan);
-  const std::uint32_t need = rows > batch ? rows : batch;
+  const std::uint32_t need = StepCapacityNeeded(batch, rows);
   int bucket = -1;
   std::uint32_t bucket_size = 0;
   cudaGraphExec_t exec = nullptr;
