@@ -1,14 +1,27 @@
-"""Baton from Python.
+"""Baton from Python: a Hugging Face checkpoint served by a decode loop that the GPU runs itself.
+
+    from baton import LLM, SamplingParams
+    llm = LLM("/models/Llama-3.2-1B-Instruct")
+    print(llm.generate("The capital of France is", SamplingParams(max_tokens=32))[0].text)
 
 Public classes:
+    LLM: loads a checkpoint and serves requests (generate, stream, submit); `baton.llm`.
+    Request, RequestOutput, StreamDelta: a submitted request, its result, and what one step added.
     SamplingParams: how a request's tokens are chosen and when it stops (`baton.sampling`).
     TextCodec: a checkpoint's tokenizer and chat template; Detokenizer and StopMatcher stream text from
         token ids (`baton.text`).
+    Errors (`baton.errors`): BatonError and its kinds, each carrying the runtime's message.
 
-Importing baton needs no GPU and no tokenizer: `tokenizers` and `jinja2` load when text is first used.
+Importing baton needs no GPU: the native module loads when the first LLM is made, and `tokenizers` and
+`jinja2` when text is first used. The command line is `python -m baton generate|bench` (`baton.cli`).
 """
 
+from baton.errors import (BatonError, DeviceError, InvalidArgumentError, NoGPUError, NotFoundError,
+                          ResourceExhaustedError)
+from baton.llm import LLM, Request, RequestOutput, StreamDelta
 from baton.sampling import MAX_STOP_TOKENS, SamplingParams
 from baton.text import Detokenizer, StopMatcher, TextCodec
 
-__all__ = ["MAX_STOP_TOKENS", "SamplingParams", "TextCodec", "Detokenizer", "StopMatcher"]
+__all__ = ["LLM", "Request", "RequestOutput", "StreamDelta", "SamplingParams", "MAX_STOP_TOKENS", "TextCodec",
+           "Detokenizer", "StopMatcher", "BatonError", "InvalidArgumentError", "NotFoundError",
+           "ResourceExhaustedError", "DeviceError", "NoGPUError"]

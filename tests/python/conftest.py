@@ -1,4 +1,8 @@
-"""Fixtures: the small tokenizers that test checkpoints carry (scripts/checkpoints/tiny_tokenizer.py)."""
+"""Fixtures: the small tokenizers that test checkpoints carry (scripts/checkpoints/tiny_tokenizer.py).
+
+The tests import the installed package (scripts/pytest.sh installs it from the tree first), never python/
+itself: the native module exists only in the installed copy.
+"""
 
 import os
 import pathlib
@@ -8,7 +12,6 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "scripts" / "checkpoints"))
 
 import tiny_tokenizer  # noqa: E402

@@ -1,0 +1,91 @@
+"""The command line: `python -m baton generate` streams a completion to the terminal; `python -m baton bench`
+runs the serving benchmark (baton.bench).
+
+    python -m baton generate --model DIR --prompt "The capital of France is" --max-tokens 32
+    python -m baton generate --model DIR --chat --prompt "Write a haiku about GPUs" --temperature 0.7 --seed 1
+    python -m baton bench --model DIR --rates 4,16,inf --requests 200 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import List, Optional
+
+from baton import errors
+
+
+def _engine_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="a Hugging Face model directory")
+    parser.add_argument("--engine", default="conditional", choices=["conditional", "tail-launch",
+                                                                    "dynamic-parallelism"])
+    parser.add_argument("--max-batch", type=int, default=32, help="sequences decoded together")
+    parser.add_argument("--max-context", type=int, default=0, help="tokens per sequence (0: what fits)")
+    parser.add_argument("--max-tokens-per-step", type=int, default=512, help="rows one step holds")
+    parser.add_argument("--gemm", default="auto", choices=["auto", "gemv", "cublaslt"])
+
+
+def _llm(args: argparse.Namespace, **extra):
+    from baton.llm import LLM
+
+    return LLM(args.model, engine=args.engine, max_batch=args.max_batch, max_context=args.max_context,
+               max_tokens_per_step=args.max_tokens_per_step, gemm=args.gemm, **extra)
+
+
+def generate(args: argparse.Namespace) -> int:
+    from baton.sampling import SamplingParams
+
+    sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                              top_k=args.top_k, seed=args.seed, stop=args.stop or None)
+    with _llm(args) as llm:
+        start = time.perf_counter()
+        first = None
+        tokens = 0
+        reason = None
+        for delta in llm.stream(args.prompt, sampling, chat=args.chat):
+            if delta.token_ids and first is None:
+                first = time.perf_counter()
+            tokens += len(delta.token_ids)
+            sys.stdout.write(delta.text)
+            sys.stdout.flush()
+            reason = delta.finish_reason
+        end = time.perf_counter()
+    sys.stdout.write("\n")
+    if first is not None:
+        per_token = (end - first) / max(tokens - 1, 1) * 1e3
+        print(f"[{tokens} tokens, {reason}; first token {(first - start) * 1e3:.1f} ms, then "
+              f"{per_token:.2f} ms/token]", file=sys.stderr)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m baton", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    gen = commands.add_parser("generate", help="stream one completion to the terminal")
+    _engine_args(gen)
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--chat", action="store_true", help="wrap the prompt in the checkpoint's chat template")
+    gen.add_argument("--max-tokens", type=int, default=64)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0)
+    gen.add_argument("--seed", type=int)
+    gen.add_argument("--stop", action="append", help="a stop string (repeatable)")
+
+    bench = commands.add_parser("bench", help="the serving benchmark (baton.bench)")
+    _engine_args(bench)
+    from baton import bench as bench_module
+
+    bench_module.add_arguments(bench)
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "generate":
+            return generate(args)
+        return bench_module.run(args, _llm)
+    except (errors.BatonError, ValueError, TypeError) as e:
+        print(f"baton: {e}", file=sys.stderr)
+        return 2

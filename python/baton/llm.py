@@ -1,0 +1,347 @@
+"""LLM: a Hugging Face checkpoint served by Baton's device-driven decode loop.
+
+    from baton import LLM, SamplingParams
+    llm = LLM("/models/Llama-3.2-1B-Instruct")
+    print(llm.generate(["The capital of France is"], SamplingParams(max_tokens=32))[0].text)
+
+The GPU runs the loop: requests go into its work queue, its scheduler admits them into free batch slots, reads
+prompts in chunks and decodes (continuous batching on the device), and each token reaches the host as its step
+ends. Requests may be submitted from any thread while others run; waiting releases the GIL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+from baton import errors
+from baton.sampling import MAX_STOP_TOKENS, SamplingParams
+from baton.text import Detokenizer, StopMatcher, TextCodec
+
+Prompt = Union[str, Sequence[int]]
+
+# How long one poll of the native server waits for tokens: short, so a thread that submits while another
+# waits is never held up for long.
+_POLL_S = 0.002
+
+
+@dataclasses.dataclass
+class RequestOutput:
+    """A finished request.
+
+    Attributes:
+        prompt_token_ids: the prompt as the model read it.
+        token_ids: the generated tokens, up to and including a stop token (cut after a stop string's token).
+        text: the generated text, ending before the first stop string.
+        finish_reason: "stop" (a stop token or string) or "length" (max_tokens).
+    """
+
+    prompt_token_ids: List[int]
+    token_ids: List[int]
+    text: str
+    finish_reason: str
+
+
+@dataclasses.dataclass
+class StreamDelta:
+    """What one step added to a streamed request: new token ids and the text they completed."""
+
+    token_ids: List[int]
+    text: str
+    finished: bool
+    finish_reason: Optional[str] = None
+
+
+class Request:
+    """A submitted request. Iterate it for StreamDelta as the device produces tokens, or call result()."""
+
+    def __init__(self, llm: "LLM", prompt_ids: List[int], sampling: SamplingParams, stop_ids: Sequence[int]):
+        self._llm = llm
+        self.prompt_token_ids = prompt_ids
+        self.sampling = sampling
+        self._stop_ids = frozenset(stop_ids)
+        self.token_ids: List[int] = []
+        self._pending: List[int] = []  # delivered by the pump, not yet consumed
+        self._device_done = False
+        self._finish_reason: Optional[str] = None
+        self._text_parts: List[str] = []
+        self._detok: Optional[Detokenizer] = llm._codec.detokenizer() if llm._codec is not None else None
+        self._stops = StopMatcher(sampling.stop) if sampling.stop else None
+        self.id: int = -1
+
+    @property
+    def finished(self) -> bool:
+        return self._finish_reason is not None
+
+    def _deliver(self, tokens: List[int], finished: bool) -> None:  # the pump, under LLM._lock
+        if self._finish_reason is None:
+            self._pending.extend(tokens)
+        self._device_done = self._device_done or finished
+
+    def poll(self) -> StreamDelta:
+        """Without waiting: the tokens that arrived since the last call, the text they complete, and whether
+        the request finished (LLM.wait brings new tokens in)."""
+        with self._llm._lock:
+            tokens, self._pending = self._pending, []
+            device_done = self._device_done
+        if self.finished:
+            return StreamDelta([], "", True, self._finish_reason)
+        kept: List[int] = []
+        text = ""
+        for token in tokens:
+            kept.append(token)
+            piece = self._detok.add([token]) if self._detok is not None else ""
+            if self._stops is not None:
+                piece, hit = self._stops.feed(piece)
+                text += piece
+                if hit:
+                    self._finish("stop")
+                    break
+            else:
+                text += piece
+        self.token_ids.extend(kept)
+        if not self.finished and device_done:
+            tail = self._detok.finish() if self._detok is not None else ""
+            if self._stops is not None:
+                piece, hit = self._stops.feed(tail)
+                text += piece if hit else piece + self._stops.finish()
+            else:
+                text += tail
+            # The device ends a request at a stop token or at max_tokens.
+            last = self.token_ids[-1] if self.token_ids else None
+            self._finish_reason = "stop" if last in self._stop_ids else "length"
+        self._text_parts.append(text)
+        return StreamDelta(kept, text, self.finished, self._finish_reason)
+
+    def _finish(self, reason: str) -> None:
+        # A stop string ends the request here; the device generates on to its own end, and the pump drops
+        # those tokens (the runtime has no cancel).
+        self._finish_reason = reason
+
+    def __iter__(self) -> Iterator[StreamDelta]:
+        while True:
+            delta = self.poll()
+            if delta.token_ids or delta.text or delta.finished:
+                yield delta
+            if delta.finished:
+                return
+            self._llm._pump_until(self)
+
+    def result(self) -> RequestOutput:
+        """Waits for the request to finish (the GIL released) and returns it."""
+        for _ in self:
+            pass
+        return RequestOutput(self.prompt_token_ids, list(self.token_ids), "".join(self._text_parts),
+                             self._finish_reason or "length")
+
+
+class LLM:
+    """A checkpoint on the GPU with Baton's decode loop running.
+
+    Args:
+        model: a Hugging Face model directory (config.json, model.safetensors or its index and shards, and
+            tokenizer.json for text prompts): LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
+        max_batch: sequences decoded together (KV-cache slots).
+        max_context: tokens one sequence may hold (prompt + generated); 0: what the checkpoint and the GPU's
+            memory allow.
+        max_tokens_per_step: rows one step holds (decoding tokens plus prompt chunks).
+        max_chunk_tokens: most prompt tokens one sequence reads per step (0: the budget).
+        max_requests: requests in flight at once (queued or running); more are refused until some finish.
+        dtype: "auto" (the checkpoint's), "bfloat16" or "float16".
+        gemm: "auto", "gemv" (Baton's own kernels at every size: tokens independent of the batch) or
+            "cublaslt".
+        engine: "conditional", "tail-launch" or "dynamic-parallelism".
+        stream_window: generated tokens per request kept in mapped host memory for streaming.
+
+    Raises:
+        InvalidArgumentError: an option out of range or a checkpoint Baton cannot serve (the message names
+            the option or file and the fix), checked before any GPU work.
+        NotFoundError: a missing checkpoint file.
+        NoGPUError: no CUDA GPU is visible.
+    """
+
+    def __init__(self, model: Union[str, os.PathLike], *, max_batch: int = 32, max_context: int = 0,
+                 max_tokens_per_step: int = 512, max_chunk_tokens: int = 0, max_requests: int = 1024,
+                 dtype: str = "auto", gemm: str = "auto", engine: str = "conditional",
+                 stream_window: int = 256) -> None:
+        native = _native()
+        self.model_dir = pathlib.Path(model)
+        options = dict(checkpoint=str(self.model_dir), max_batch=max_batch, max_context=max_context,
+                       max_tokens_per_step=max_tokens_per_step, max_chunk_tokens=max_chunk_tokens,
+                       max_requests=max_requests, dtype=dtype, gemm=gemm, engine=engine,
+                       stream_window=stream_window)
+        for name, value in options.items():
+            if name not in ("checkpoint", "dtype", "gemm", "engine") and (
+                    isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32):
+                raise errors.InvalidArgumentError(f"LLM option {name} is {value!r}; pass an integer in [0, 2**32)")
+        native.validate_options(**options)
+        if not self.model_dir.is_dir():
+            raise errors.NotFoundError(f"LLM model {str(self.model_dir)!r} is not a directory: pass a Hugging "
+                                       "Face model directory (config.json, model.safetensors, tokenizer.json)")
+        if native.device_count() == 0:
+            raise errors.NoGPUError("no CUDA GPU is visible to this process: Baton's decode loop runs on an "
+                                    "NVIDIA GPU (built for sm_90, H100/H200, unless BATON_CUDA_ARCHITECTURES "
+                                    "said otherwise); check nvidia-smi and CUDA_VISIBLE_DEVICES")
+        self._codec = TextCodec.from_dir(self.model_dir) if (self.model_dir / "tokenizer.json").exists() else None
+        self._lock = threading.Lock()       # the live requests and their pending tokens
+        self._pump_lock = threading.Lock()  # one thread polls the server at a time
+        self._live: Dict[int, Request] = {}
+        self._early: Dict[int, List[Any]] = {}  # events polled before their submitter registered the id
+        self._next_seed = 0
+        self._server = native.Server.create(**options)
+        self.info: Dict[str, Any] = dict(self._server.info())
+
+    # Text.
+
+    @property
+    def tokenizer(self) -> TextCodec:
+        """The checkpoint's tokenizer (tokenizer.json) and chat template."""
+        if self._codec is None:
+            raise errors.InvalidArgumentError(f"{self.model_dir} has no tokenizer.json: pass prompts as token "
+                                              "ids, or add the checkpoint's tokenizer.json")
+        return self._codec
+
+    def encode(self, prompt: Prompt, chat: bool = False) -> List[int]:
+        """A prompt's token ids: a string through the tokenizer (as a user turn of the chat template when
+        chat is True), a sequence of ids as they are."""
+        if isinstance(prompt, str):
+            if chat:
+                return self.tokenizer.encode(
+                    self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}]),
+                    add_special_tokens=False)
+            return self.tokenizer.encode(prompt)
+        ids = [int(t) for t in prompt]
+        if not ids:
+            raise errors.InvalidArgumentError("a prompt of token ids is empty: pass at least one token")
+        return ids
+
+    # Requests.
+
+    def submit(self, prompt: Prompt, sampling: Optional[SamplingParams] = None, chat: bool = False) -> Request:
+        """Queues one request and returns it at once; iterate it to stream, or call result().
+
+        Raises InvalidArgumentError for a request the model cannot run (naming the field) and
+        ResourceExhaustedError when max_requests are already in flight (nothing is lost: retry later).
+        """
+        return self.submit_many([prompt], sampling, chat)[0]
+
+    def submit_many(self, prompts: Sequence[Prompt], sampling: Optional[SamplingParams] = None,
+                    chat: bool = False) -> List[Request]:
+        """Queues several requests at once, all or none (the device may admit them in the same step)."""
+        sampling = sampling or SamplingParams()
+        stop_ids = list(sampling.stop_token_ids)
+        if not sampling.ignore_eos:
+            stop_ids += [t for t in self.info["eos_token_ids"] if t not in stop_ids]
+        if len(stop_ids) > MAX_STOP_TOKENS:
+            raise errors.InvalidArgumentError(
+                f"{len(stop_ids)} stop token ids with the checkpoint's end-of-sequence ids "
+                f"{self.info['eos_token_ids']}; the device checks at most {MAX_STOP_TOKENS}: pass fewer "
+                "stop_token_ids, or ignore_eos=True")
+        requests = [Request(self, self.encode(p, chat), sampling, stop_ids) for p in prompts]
+        with self._lock:
+            if sampling.seed is not None:
+                seeds = [sampling.seed] * len(requests)
+            else:  # a different sampling stream per request, reproducible by submission order
+                seeds = list(range(self._next_seed, self._next_seed + len(requests)))
+                self._next_seed += len(requests)
+        ids = self._server.submit([(r.prompt_token_ids, sampling.max_tokens, stop_ids, float(sampling.temperature),
+                                    sampling.top_k, float(sampling.top_p), seed)
+                                   for r, seed in zip(requests, seeds)])
+        with self._lock:
+            for request, request_id in zip(requests, ids):
+                request.id = request_id
+                self._live[request_id] = request
+                for tokens, finished in self._early.pop(request_id, ()):
+                    request._deliver(tokens, finished)
+                    if finished:
+                        del self._live[request_id]
+        return requests
+
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], sampling: Optional[SamplingParams] = None,
+                 chat: bool = False) -> List[RequestOutput]:
+        """Runs every prompt (a string, a list of token ids, or a list of either) and returns their outputs
+        in order. They are submitted together (up to max_requests in flight; the rest as earlier ones
+        finish) and batched continuously on the device."""
+        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and
+                                        isinstance(prompts[0], int)):
+            prompts = [prompts]
+        prompts = list(prompts)
+        requests: List[Request] = []
+        limit = self.info["max_requests"]
+        while len(requests) < len(prompts) or any(not r.finished for r in requests):
+            room = min(limit - len(self._live), len(prompts) - len(requests))
+            if room > 0:
+                try:
+                    requests += self.submit_many(prompts[len(requests):len(requests) + room], sampling, chat)
+                except errors.ResourceExhaustedError:
+                    pass  # another thread's requests hold the entries: retry once some finish
+            for request in requests:
+                if not request.finished:
+                    request.poll()
+            self.wait(_POLL_S)
+        return [r.result() for r in requests]
+
+    def stream(self, prompt: Prompt, sampling: Optional[SamplingParams] = None, chat: bool = False
+               ) -> Iterator[StreamDelta]:
+        """Submits one prompt and yields its tokens and text as the device produces them."""
+        return iter(self.submit(prompt, sampling, chat))
+
+    def stats(self) -> Dict[str, int]:
+        """The runtime's counters: requests submitted, admitted, completed; steps run."""
+        return dict(self._server.stats())
+
+    def close(self) -> None:
+        """Stops the engine (requests still running are given up); further calls raise BatonError."""
+        self._server.close()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # Waiting: whichever thread waits polls the server and hands events to their requests.
+
+    def wait(self, timeout_s: float = _POLL_S) -> None:
+        """Waits up to timeout_s (the GIL released) for tokens of any request and hands them to their
+        requests (Request.poll returns them). Any thread may call it; one polls the device at a time."""
+        if not self._pump_lock.acquire(timeout=timeout_s):
+            return
+        try:
+            events = self._server.poll(timeout_s)
+        finally:
+            self._pump_lock.release()
+        with self._lock:
+            for request_id, tokens, finished in events:
+                request = self._live.get(request_id)
+                if request is None:
+                    self._early.setdefault(request_id, []).append((tokens, finished))
+                else:
+                    request._deliver(tokens, finished)
+                    if finished:
+                        del self._live[request_id]
+
+    def _pump_until(self, request: Request) -> None:
+        """Polls until the request has something new (or a poll's time passed)."""
+        with self._lock:
+            ready = bool(request._pending) or request._device_done
+        if not ready:
+            self.wait(_POLL_S)
+
+
+
+def _native():
+    """The native module, imported on first use so that importing baton needs no GPU and no CUDA."""
+    try:
+        from baton import _baton
+    except ImportError as e:
+        raise errors.BatonError(
+            f"baton's native module did not load ({e}): install the package with `pip install .` from the "
+            "repository (it builds baton._baton), with the CUDA 13 runtime's libraries on the loader path") from e
+    if not getattr(_native, "installed", False):
+        errors.install(_baton)
+        _native.installed = True
+    return _baton

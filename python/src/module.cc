@@ -1,0 +1,251 @@
+// baton._baton: the native half of the Python package (python/baton/llm.py is
+// the public class). Binds python/src/server.h; every call that may wait for
+// the GPU releases the GIL. A Status that is not OK raises the Python
+// exception python/baton/errors.py registers for its code, carrying the
+// Status message.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server.h"
+
+namespace nb = nanobind;
+
+namespace baton::python {
+namespace {
+
+// A Status on its way to Python: the translator below raises it.
+struct StatusError {
+  absl::StatusCode code;
+  std::string message;
+};
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) throw StatusError{status.code(), std::string(status.message())};
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> result) {
+  Check(result.status());
+  return *std::move(result);
+}
+
+// Exception classes by absl::StatusCode, set by python/baton/errors.py.
+nb::dict& ErrorTypes() {
+  static auto* types = new nb::dict();  // never freed: translators run until exit
+  return *types;
+}
+
+void Translate(const std::exception_ptr& error, void*) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StatusError& e) {
+    const nb::int_ key(static_cast<int>(e.code));
+    const nb::object type =
+        ErrorTypes().contains(key) ? nb::object(ErrorTypes()[key]) : nb::borrow(PyExc_RuntimeError);
+    PyErr_SetString(type.ptr(), e.message.c_str());
+  }
+}
+
+Engine ParseEngine(const std::string& name) {
+  for (Engine engine : {Engine::kConditional, Engine::kTailLaunch, Engine::kDynamicParallelism}) {
+    if (name == EngineName(engine)) return engine;
+  }
+  Check(absl::InvalidArgumentError(absl::StrCat(
+      "engine '", name, "' is not one of 'conditional', 'tail-launch', 'dynamic-parallelism'")));
+  return Engine::kConditional;
+}
+
+DecoderGemm ParseGemm(const std::string& name) {
+  if (name == "auto") return DecoderGemm::kAuto;
+  if (name == "gemv") return DecoderGemm::kBatonGemv;
+  if (name == "cublaslt") return DecoderGemm::kCublasLt;
+  Check(absl::InvalidArgumentError(
+      absl::StrCat("gemm '", name, "' is not one of 'auto', 'gemv', 'cublaslt'")));
+  return DecoderGemm::kAuto;
+}
+
+std::optional<DecoderDType> ParseDType(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "bfloat16") return DecoderDType::kBFloat16;
+  if (name == "float16") return DecoderDType::kFloat16;
+  Check(absl::InvalidArgumentError(
+      absl::StrCat("dtype '", name, "' is not one of 'auto', 'bfloat16', 'float16'")));
+  return std::nullopt;
+}
+
+ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch,
+                          std::uint32_t max_context, std::uint32_t max_tokens_per_step,
+                          std::uint32_t max_chunk_tokens, std::uint32_t max_requests,
+                          const std::string& dtype, const std::string& gemm,
+                          const std::string& engine, std::uint32_t stream_window) {
+  ServerOptions options;
+  options.model.checkpoint = checkpoint;
+  options.model.max_batch = max_batch;
+  options.model.max_context = max_context;
+  options.model.max_tokens_per_step = max_tokens_per_step;
+  options.model.max_chunk_tokens = max_chunk_tokens;
+  options.model.max_requests = max_requests;
+  options.model.dtype = ParseDType(dtype);
+  options.model.gemm = ParseGemm(gemm);
+  options.model.stream_window = stream_window;
+  options.engine = ParseEngine(engine);
+  return options;
+}
+
+#define BATON_OPTION_ARGS                                                                   \
+  nb::arg("checkpoint"), nb::arg("max_batch"), nb::arg("max_context"),                      \
+      nb::arg("max_tokens_per_step"), nb::arg("max_chunk_tokens"), nb::arg("max_requests"), \
+      nb::arg("dtype"), nb::arg("gemm"), nb::arg("engine"), nb::arg("stream_window")
+
+std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_t max_batch,
+                                     std::uint32_t max_context, std::uint32_t max_tokens_per_step,
+                                     std::uint32_t max_chunk_tokens, std::uint32_t max_requests,
+                                     const std::string& dtype, const std::string& gemm,
+                                     const std::string& engine, std::uint32_t stream_window) {
+  const ServerOptions options =
+      MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step, max_chunk_tokens,
+                  max_requests, dtype, gemm, engine, stream_window);
+  absl::StatusOr<std::unique_ptr<Server>> server;
+  {
+    nb::gil_scoped_release release;  // loading a checkpoint takes seconds
+    server = Server::Create(options);
+  }
+  return Value(std::move(server));
+}
+
+// requests: [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed)].
+std::vector<std::uint64_t> Submit(
+    Server& server,
+    const std::vector<
+        std::tuple<std::vector<std::int32_t>, std::uint32_t, std::vector<std::int32_t>, float,
+                   std::uint32_t, float, std::uint64_t>>& requests) {
+  std::vector<DecodeRequest> decoded(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto& [prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed] =
+        requests[i];
+    decoded[i].prompt = prompt;
+    decoded[i].max_new_tokens = max_new_tokens;
+    decoded[i].stop_tokens = stop_tokens;
+    decoded[i].sampling = SamplingParams{temperature, seed, top_k, top_p};
+    decoded[i].sequence_id = seed;  // the seed keys the request's sampling stream
+  }
+  absl::StatusOr<std::vector<std::uint64_t>> ids;
+  {
+    nb::gil_scoped_release release;
+    ids = server.Submit(decoded);
+  }
+  return Value(std::move(ids));
+}
+
+nb::list Poll(Server& server, double timeout_s) {
+  absl::StatusOr<std::vector<ServerEvent>> events;
+  {
+    nb::gil_scoped_release release;
+    events = server.Poll(absl::Seconds(timeout_s));
+  }
+  nb::list out;
+  for (ServerEvent& event : Value(std::move(events))) {
+    out.append(nb::make_tuple(event.id, nb::cast(event.tokens), event.finished));
+  }
+  return out;
+}
+
+nb::dict Info(const Server& server) {
+  const DecoderModel& model = server.model();
+  const DecoderConfig& config = model.config();
+  nb::dict info;
+  info["source"] = model.info().source;
+  info["architecture"] = model.info().architecture;
+  info["eos_token_ids"] = nb::cast(model.info().eos_token_ids);
+  info["context_limit"] = model.info().context_limit;
+  info["vocab_size"] = config.vocab;
+  info["max_context"] = config.max_context;
+  info["layers"] = config.layers;
+  info["hidden_size"] = config.d_model;
+  info["dtype"] = config.dtype == DecoderDType::kBFloat16 ? "bfloat16" : "float16";
+  info["max_batch"] = model.options().max_batch;
+  info["max_tokens_per_step"] = model.options().max_tokens_per_step;
+  info["max_requests"] = model.options().max_requests;
+  info["engine"] = EngineName(server.engine());
+  info["weight_bytes"] = model.weight_bytes();
+  return info;
+}
+
+nb::dict Stats(const Server& server) {
+  const RuntimeStats stats = server.stats();
+  nb::dict out;
+  out["submitted"] = stats.submitted;
+  out["steps"] = stats.steps;
+  out["admitted"] = stats.admitted;
+  out["completed"] = stats.completed;
+  out["engine_launches"] = stats.engine_launches;
+  return out;
+}
+
+}  // namespace
+}  // namespace baton::python
+
+NB_MODULE(_baton, m) {
+  using namespace baton::python;
+  m.doc() = "Baton's native runtime (use baton.LLM)";
+  nb::register_exception_translator(Translate);
+
+  m.def("_set_error_types", [](nb::dict types) { ErrorTypes() = std::move(types); });
+  m.def(
+      "device_count",
+      [] {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess) {
+          (void)cudaGetLastError();
+          count = 0;
+        }
+        return count;
+      },
+      "CUDA devices visible to this process (0 without a GPU or a driver).");
+  m.def(
+      "validate_options",
+      [](const std::string& checkpoint, std::uint32_t max_batch, std::uint32_t max_context,
+         std::uint32_t max_tokens_per_step, std::uint32_t max_chunk_tokens,
+         std::uint32_t max_requests, const std::string& dtype, const std::string& gemm,
+         const std::string& engine, std::uint32_t stream_window) {
+        Check(ValidateServerOptions(MakeOptions(checkpoint, max_batch, max_context,
+                                                max_tokens_per_step, max_chunk_tokens, max_requests,
+                                                dtype, gemm, engine, stream_window)));
+      },
+      BATON_OPTION_ARGS, "Checks the options without a GPU; raises what Server.create would.");
+
+  nb::class_<Server>(m, "Server")
+      .def_static("create", &CreateServer, BATON_OPTION_ARGS,
+                  "Loads the checkpoint onto the GPU and starts the engine.")
+      .def("submit", &Submit, nb::arg("requests"),
+           "Queues [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed)], "
+           "all or none; returns their ids.")
+      .def("poll", &Poll, nb::arg("timeout_s"),
+           "Waits up to timeout_s for tokens; returns [(id, new_tokens, finished)].")
+      .def("pending", &Server::pending)
+      .def("info", &Info)
+      .def("stats", &Stats)
+      .def("close", [](Server& server) {
+        absl::Status status;
+        {
+          nb::gil_scoped_release release;
+          status = server.Close();
+        }
+        Check(status);
+      });
+}
