@@ -22,7 +22,7 @@ struct ParitySequence {
   std::uint32_t entry = 0;
   std::vector<std::int32_t> prompt;
   std::vector<std::int32_t> generated;
-  std::vector<float> last_logits;  // [vocab]
+  std::vector<float> last_logits;  // [vocab], or empty when unknown (see FinalSequences)
 };
 
 struct ParityRun {
@@ -32,11 +32,14 @@ struct ParityRun {
 };
 
 // The sequences of a run that has just finished on `model`, where every
-// request was admitted in the first step (entry p at batch position p), had
-// the same length and decoded greedily, so that the last step computed every
-// sequence's final logits. Checks that position p's logits end entry p's
-// tokens (their argmax, lowest index on ties, is its last token) and says so
-// when they do not.
+// request was admitted in the first step (entry p at batch position p) and
+// decoded greedily. When every sequence ended in the run's last step (equal
+// lengths read in one step), that step computed each one's final logits:
+// position p's logits end entry p's tokens (their argmax, lowest index on
+// ties, is its last token), and they are dumped. When sequences ended in
+// different steps (prompts split into chunks of the token budget, staggered
+// by admission order), the last step's rows no longer belong to them: the
+// logits are left out (empty) and only the tokens are compared.
 [[nodiscard]] absl::StatusOr<std::vector<ParitySequence>> FinalSequences(
     const DecoderModel& model, const std::vector<DecodeRequest>& requests,
     const std::vector<std::vector<std::int32_t>>& generated);

@@ -55,7 +55,7 @@ DEFAULT_BATON_FLAGS = {
     "requests_per_slot": "1",
     "temperature": "0",
 }
-ROW_KEYS = ("preset", "batch", "driver", "dtype", "max_rel_logit_error", "tokens_compared",
+ROW_KEYS = ("preset", "batch", "driver", "dtype", "max_rel_logit_error", "logits_compared", "tokens_compared",
             "tokens_mismatched", "near_ties", "passed", "reference_bf16_rel_error")
 
 
@@ -171,7 +171,9 @@ def print_table(rows: list[dict[str, Any]], bounds: Bounds) -> None:
     print("-" * len(header))
     for r in rows:
         ref = r["reference_bf16_rel_error"]
-        print(f"{r['preset']:18} {r['batch']:5} {r['driver']:12} {r['dtype']:5} {r['max_rel_logit_error']:9.2e} "
+        err = r["max_rel_logit_error"]
+        print(f"{r['preset']:18} {r['batch']:5} {r['driver']:12} {r['dtype']:5} "
+              f"{'tokens only' if err is None else f'{err:9.2e}':>9} "
               f"{bounds.logit_bound[r['dtype']]:9.2e} {'' if ref is None else f'{ref:9.2e}':>9} "
               f"{r['tokens_compared']:7} {r['tokens_mismatched']:5} {r['near_ties']:5}  "
               f"{'pass' if r['passed'] else 'FAIL'}")
@@ -183,7 +185,8 @@ def failures(rows: list[dict[str, Any]], bounds: Bounds) -> list[str]:
         if r["passed"]:
             continue
         what = []
-        if not bounds.logits_ok(r["dtype"], r["max_rel_logit_error"], r["reference_bf16_rel_error"]):
+        if r["max_rel_logit_error"] is not None and not bounds.logits_ok(
+                r["dtype"], r["max_rel_logit_error"], r["reference_bf16_rel_error"]):
             what.append(f"logit error {r['max_rel_logit_error']:.3g} > bound {bounds.logit_bound[r['dtype']]:.3g}")
         if r["tokens_mismatched"]:
             fm = r.get("first_mismatch", {})

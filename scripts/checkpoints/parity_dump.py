@@ -5,7 +5,9 @@
                       "generated", "logits_row"}]}]}
   PREFIX.logits.f32  float32 little-endian rows of `vocab` values; row k holds the
                      logits of the step that produced a sequence's last generated
-                     token (position len(prompt) + len(generated) - 2).
+                     token (position len(prompt) + len(generated) - 2). A sequence
+                     that ended before its run's last step (prompts split into
+                     staggered chunks) has "logits_row": null: tokens only.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ class Sequence:
     entry: int
     prompt: list[int]
     generated: list[int]
-    logits_row: int
+    logits_row: int | None  # None: the sequence ended before the run's last step (tokens only)
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -93,13 +95,14 @@ def read_dump(prefix: str | pathlib.Path) -> Dump:
         for s, seq in enumerate(_field(run, "sequences", rwhere, list)):
             swhere = f"{rwhere}.sequences[{s}]"
             sequence = Sequence(_field(seq, "entry", swhere, int), _field(seq, "prompt", swhere, list),
-                                _field(seq, "generated", swhere, list), _field(seq, "logits_row", swhere, int))
+                                _field(seq, "generated", swhere, list),
+                                _field(seq, "logits_row", swhere, (int, type(None))))
             if not sequence.prompt or not sequence.generated:
                 raise ParityError(f"{swhere}: empty prompt or no generated tokens")
             bad = [t for t in sequence.prompt + sequence.generated if not isinstance(t, int) or not 0 <= t < vocab]
             if bad:
                 raise ParityError(f"{swhere}: token {bad[0]!r} outside [0, {vocab})")
-            if not 0 <= sequence.logits_row < rows:
+            if sequence.logits_row is not None and not 0 <= sequence.logits_row < rows:
                 raise ParityError(f"{swhere}: logits_row {sequence.logits_row} outside the file's {rows} rows")
             sequences.append(sequence)
         dump.runs.append(Run(_field(run, "batch", rwhere, int), _field(run, "driver", rwhere, str), sequences))
