@@ -44,7 +44,29 @@ std::vector<std::int32_t> Sample(cudaStream_t stream, const DecoderConfig& confi
 }
 
 // Run once per dtype.
-class TokenSelectionTest : public kernel_test::DTypeKernelTest {};
+class TokenSelectionTest : public kernel_test::DTypeKernelTest {
+ protected:
+  // The greedy tokens of `capacity` rows of logits `stride` apart (`active`
+  // of them live), each checked against the CPU's argmax of its row's first
+  // config.vocab logits.
+  std::vector<std::int32_t> CheckedArgmax(const DecoderConfig& config,
+                                          const std::vector<std::uint16_t>& logits,
+                                          std::uint32_t capacity, std::uint32_t active,
+                                          int stride) {
+    const auto f = reference::ToFloat(logits, dtype());
+    TestBatch batch = MakeBatch(capacity, active, 8);
+    auto d_logits = Upload(logits);
+    auto d_tokens = Poisoned<std::int32_t>(capacity);
+    EXPECT_EQ(EnqueueArgmax(config, d_logits.data(), batch.view, d_tokens.data(), stream_.get()),
+              cudaSuccess);
+    Sync();
+    const auto tokens = Download(d_tokens);
+    for (std::uint32_t p = 0; p < active; ++p) {
+      EXPECT_EQ(tokens[p], reference::Argmax(&f[p * stride], config.vocab)) << "position " << p;
+    }
+    return tokens;
+  }
+};
 // Run in the default dtype (fp16): what they check does not depend on it.
 class SamplingTest : public kernel_test::DecodeKernelTest {};
 
@@ -76,22 +98,53 @@ TEST_P(TokenSelectionTest, ArgmaxIsExactWithTiesToTheLowestIndex) {
   const int minus_zero = index(Rng()) / 2, plus_zero = vocab / 2 + index(Rng()) / 2;
   logits[5 * vocab + minus_zero] = 0x8000;  // -0 in both types
   logits[5 * vocab + plus_zero] = 0x0000;
-  const auto f = reference::ToFloat(logits, dtype());
-  TestBatch batch = MakeBatch(capacity, active, 8);
-  auto d_logits = Upload(logits);
-  auto d_tokens = Poisoned<std::int32_t>(capacity);
-  ASSERT_EQ(EnqueueArgmax(config, d_logits.data(), batch.view, d_tokens.data(), stream_.get()),
-            cudaSuccess);
-  Sync();
-  const auto tokens = Download(d_tokens);
-  for (std::uint32_t p = 0; p < active; ++p) {
-    EXPECT_EQ(tokens[p], reference::Argmax(&f[p * vocab], vocab)) << "position " << p;
-  }
+  const auto tokens = CheckedArgmax(config, logits, capacity, active, vocab);
   EXPECT_EQ(tokens[1], std::min(a, b));
   EXPECT_EQ(tokens[2], 0);
   EXPECT_EQ(tokens[4], vocab - 1);
   EXPECT_EQ(tokens[5], minus_zero);
   EXPECT_EQ(tokens[active], -1) << "the token past the live batch was written";
+}
+
+// A vocabulary that is not a multiple of 8 (GPT-2's 50257) sits in rows
+// padded_vocab() apart; the padding, here the largest logit of every row, is
+// never chosen: not by argmax, nor by sampling (plain, top-k or top-p).
+TEST_P(TokenSelectionTest, PaddingOfAnUnalignedVocabularyIsNeverChosen) {
+  DecoderConfig config;
+  config.dtype = dtype();
+  config.vocab = 50257;
+  const int vocab = config.vocab, stride = config.padded_vocab();
+  ASSERT_EQ(stride, 50264);
+  const std::uint32_t capacity = 8, active = 8;
+  auto logits = RandomHalf(static_cast<std::size_t>(capacity) * stride, dtype(), 3.0);
+  const std::uint16_t padding = FloatToHalfBits(60.0f, dtype());
+  const std::uint16_t big = FloatToHalfBits(40.0f, dtype());
+  for (std::uint32_t p = 0; p < capacity; ++p) {
+    std::fill(logits.begin() + p * stride + vocab, logits.begin() + (p + 1) * stride, padding);
+  }
+  logits[1 * stride + vocab - 1] = big;  // the maximum at the last real index
+  logits[2 * stride + vocab - 8] = big;  // the last vector's first element
+  const auto tokens = CheckedArgmax(config, logits, capacity, active, stride);
+  EXPECT_EQ(tokens[1], vocab - 1);
+  EXPECT_EQ(tokens[2], vocab - 8);
+  TestBatch batch = MakeBatch(capacity, active, 8);
+  auto d_logits = Upload(logits);
+  std::vector<std::uint64_t> ids(capacity);
+  std::vector<std::uint32_t> steps(capacity);
+  for (const SamplingParams params :
+       {SamplingParams{1.0f, Draw()}, SamplingParams{1.5f, Draw(), 50},
+        SamplingParams{1.0f, Draw(), 0, 0.95f}}) {
+    for (int round = 0; round < 8; ++round) {
+      for (auto& id : ids) id = Draw();
+      for (auto& st : steps) st = static_cast<std::uint32_t>(Draw());
+      for (const std::int32_t token :
+           Sample(stream_.get(), config, d_logits, batch, params, ids, steps)) {
+        EXPECT_TRUE(token >= 0 && token < vocab)
+            << "token " << token << " (temperature " << params.temperature << ", top_k "
+            << params.top_k << ", top_p " << params.top_p << ")";
+      }
+    }
+  }
 }
 
 // The device's token maximizes the CPU's Gumbel scores, computed through the

@@ -30,15 +30,21 @@ struct RopeConfig {
   int original_max_position_embeddings = 0;  // llama3
 };
 
+// Limits the kernels are written for (decoder_config_check.cc says why each).
+inline constexpr int kDecoderMaxHeadDim = 128;   // one attention block covers a head's row
+inline constexpr int kDecoderMaxContext = 8192;  // attention scores of one head in shared memory
+inline constexpr int kDecoderRowAlignment = 8;   // 16-byte rows of 2-byte elements (cuBLASLt, GEMV)
+inline constexpr int kDecoderMaxVocab = 1 << 18;  // every published Llama-family tokenizer fits
+
 struct DecoderConfig {
   int layers = 2;
   int d_model = 256;
-  int heads = 4;      // query heads
-  int kv_heads = 0;   // key/value heads (0: as many as heads); heads / kv_heads query heads
-                      // share one (grouped-query attention; 1 is multi-query attention)
-  int head_dim = 64;  // heads * head_dim is the attention width (need not equal d_model)
-  int ffn = 512;      // width of the gated FFN's hidden layer
-  int vocab = 1024;
+  int heads = 4;          // query heads
+  int kv_heads = 0;       // key/value heads (0: as many as heads); heads / kv_heads query heads
+                          // share one (grouped-query attention; 1 is multi-query attention)
+  int head_dim = 64;      // heads * head_dim is the attention width (need not equal d_model)
+  int ffn = 512;          // width of the gated FFN's hidden layer
+  int vocab = 1024;       // token ids are in [0, vocab); any size up to kDecoderMaxVocab
   int max_context = 256;  // tokens one sequence's KV cache holds
   DecoderDType dtype = DecoderDType::kFloat16;
   float rms_epsilon = 1e-5f;
@@ -61,6 +67,12 @@ struct DecoderConfig {
   // The fused QKV projection's output row: q (attention_width) | k | v (kv_width each).
   [[nodiscard]] BATON_HOST_DEVICE constexpr int qkv_width() const {
     return attention_width() + 2 * kv_width();
+  }
+  // The LM head's rows and the logits' row stride: vocab rounded up to 16-byte
+  // rows. The padding rows' weights are zero and token selection never reads
+  // their logits, so a vocabulary like 50257 is served as it is.
+  [[nodiscard]] BATON_HOST_DEVICE constexpr int padded_vocab() const {
+    return (vocab + kDecoderRowAlignment - 1) / kDecoderRowAlignment * kDecoderRowAlignment;
   }
   // The fused gate/up projection's output row: gate | up, each ffn.
   [[nodiscard]] BATON_HOST_DEVICE constexpr int gate_up_width() const { return 2 * ffn; }
@@ -86,11 +98,5 @@ struct SamplingParams {
   std::uint32_t top_k = 0;  // 0: off
   float top_p = 1.0f;       // >= 1: off
 };
-
-// Limits the kernels are written for (decoder_config_check.cc says why each).
-inline constexpr int kDecoderMaxHeadDim = 128;   // one attention block covers a head's row
-inline constexpr int kDecoderMaxContext = 8192;  // attention scores of one head in shared memory
-inline constexpr int kDecoderRowAlignment = 8;   // 16-byte rows of 2-byte elements (cuBLASLt, GEMV)
-inline constexpr int kDecoderMaxVocab = 1 << 18;  // every published Llama-family tokenizer fits
 
 }  // namespace baton

@@ -327,6 +327,11 @@ PRESETS: dict[str, Preset] = {
         ),
     ]
 }
+# Vocabularies that are not a multiple of 8 (GPT-2's 50257 untied, 15001 tied): Baton pads them at load.
+for _name, _base, _vocab, _tied in (("tiny-llama3-vocab50257", "tiny-llama3", 50257, False),
+                                    ("tiny-qwen2-vocab15001", "tiny-qwen2", 15001, True)):
+    PRESETS[_name] = Preset(_name, f"test shape: {_base} with vocab_size {_vocab} ({'tied' if _tied else 'untied'})",
+                            {**PRESETS[_base].config, "vocab_size": _vocab, "tie_word_embeddings": _tied})
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 META_FILE = "baton_checkpoint.json"  # how this directory was made, so reuse can be checked

@@ -112,7 +112,7 @@ bool shape_ok(const DecoderConfig& config, const DecodeBatch& batch) {
          config.head_dim % 2 == 0 && config.head_dim <= kDecoderMaxHeadDim && config.ffn > 0 &&
          config.vocab > 0 && config.max_context > 0 && config.max_context <= kDecoderMaxContext &&
          config.d_model % kVector == 0 && config.ffn % kVector == 0 &&
-         config.vocab % kVector == 0 && config.attention_width() % kVector == 0 &&
+         config.padded_vocab() % kVector == 0 && config.attention_width() % kVector == 0 &&
          batch.active != nullptr;
 }
 

@@ -42,10 +42,11 @@ absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
                                 " (RoPE rotates pairs; one attention block holds a head's row)"));
   }
   // GEMM rows (cuBLASLt plans and the runtime's GEMV) load 16 bytes at a time.
-  for (const Positive& field :
-       {Positive{"d_model", config.d_model}, Positive{"ffn", config.ffn},
-        Positive{"vocab", config.vocab}, Positive{"heads * head_dim", config.attention_width()},
-        Positive{"kv_heads * head_dim", config.kv_width()}}) {
+  // (The vocabulary is padded to padded_vocab() instead: its rows are the LM
+  // head's outputs, and selection reads only the first `vocab`.)
+  for (const Positive& field : {Positive{"d_model", config.d_model}, Positive{"ffn", config.ffn},
+                                Positive{"heads * head_dim", config.attention_width()},
+                                Positive{"kv_heads * head_dim", config.kv_width()}}) {
     if (field.value % kDecoderRowAlignment != 0) {
       return Invalid(field.name, field.value,
                      absl::StrCat("must be a multiple of ", kDecoderRowAlignment,

@@ -42,7 +42,7 @@ __device__ __forceinline__ Candidate best_in_row(const T* row, int vocab, float 
                                                  std::uint32_t step) {
   Candidate best{-INFINITY, INT_MAX};
   const BetterCandidate better;
-  for_each_row_vector(row, vocab / kVector, [&](int v, const Packed<T, kVector>& x) {
+  for_each_row_vector(row, vocab, [&](int v, const Packed<T, kVector>& x) {
     float g[kVector] = {};
     if (Sample) gumbel8(seed, sequence, step, vocab, v * kVector, g);
 #pragma unroll
@@ -79,7 +79,8 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
     gather.leave();
     return;
   }
-  const T* row = logits + static_cast<std::size_t>(p) * config.vocab;
+  // Rows are padded_vocab() apart; the padding is never a candidate.
+  const T* row = logits + static_cast<std::size_t>(p) * config.padded_vocab();
   Candidate best;
   if constexpr (!Sample) {
     best = best_in_row<T, false>(row, config.vocab, 1.0f, 0, 0, 0);

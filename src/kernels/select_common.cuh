@@ -102,12 +102,16 @@ __device__ inline void gumbel8(unsigned long long seed, std::uint64_t sequence, 
   }
 }
 
-// Calls f(v, x) for every 8-element vector v of the row that this thread
-// covers: vectors rank * kSelectThreads + threadIdx.x, strided by the
-// cluster's threads, with kSelectUnroll 16-byte loads issued before any is
-// used. Every pass over a row visits the same vectors in the same thread.
+// Calls f(v, x) for every 8-element vector v of the row's first `elements`
+// (the vocabulary) that this thread covers: vectors rank * kSelectThreads +
+// threadIdx.x, strided by the cluster's threads, with kSelectUnroll 16-byte
+// loads issued before any is used. Every pass over a row visits the same
+// vectors in the same thread. Rows are padded to whole vectors
+// (DecoderConfig::padded_vocab); a last vector's padding reads as -inf, so it
+// is never chosen and weighs nothing in any softmax.
 template <class T, class F>
-__device__ __forceinline__ void for_each_row_vector(const T* row, int vectors, F&& f) {
+__device__ __forceinline__ void for_each_row_vector(const T* row, int elements, F&& f) {
+  const int vectors = (elements + kVector - 1) / kVector;
   const cg::cluster_group cluster = cg::this_cluster();
   const int stride = static_cast<int>(cluster.num_blocks()) * kSelectThreads;
   for (int v0 = static_cast<int>(cluster.block_rank()) * kSelectThreads + threadIdx.x; v0 < vectors;
@@ -122,6 +126,14 @@ __device__ __forceinline__ void for_each_row_vector(const T* row, int vectors, F
     for (int j = 0; j < kSelectUnroll; ++j) {
       const int v = v0 + j * stride;
       if (v >= vectors) break;
+      if ((v + 1) * kVector > elements) {
+#pragma unroll
+        for (int e = 0; e < kVector; ++e) {
+          if (v * kVector + e >= elements) {
+            reinterpret_cast<T*>(&x[j].bits)[e] = Storage<T>::store(-INFINITY);
+          }
+        }
+      }
       f(v, x[j]);
     }
   }

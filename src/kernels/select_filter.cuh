@@ -235,7 +235,6 @@ __device__ __forceinline__ Candidate filtered_best(const T* row, int vocab,
   __shared__ FilterShared shared;
   const unsigned t = threadIdx.x;
   const bool split = gather.split();
-  const int vectors = vocab / kVector;
   const bool by_k = request.top_k > 0 && request.top_k < static_cast<unsigned>(vocab);
   const bool by_p = request.top_p < 1.0f;  // NaN: off
   const float inv_temperature = 1.0f / request.temperature;
@@ -256,7 +255,7 @@ __device__ __forceinline__ Candidate filtered_best(const T* row, int vocab,
 
   // Pass 1: the largest key (for the weights), the high bytes' counts.
   unsigned max_key = 0;
-  for_each_row_vector(row, vectors, [&](int, const Packed<T, kVector>& x) {
+  for_each_row_vector(row, vocab, [&](int, const Packed<T, kVector>& x) {
 #pragma unroll
     for (int e = 0; e < kVector; ++e) {
       const unsigned key = element_key<T>(x, e);
@@ -277,7 +276,7 @@ __device__ __forceinline__ Candidate filtered_best(const T* row, int vocab,
 
   // Pass 2: bin_k's low-byte counts; the masses top-p needs above bin_k.
   const unsigned mass_from = by_k ? bin_k.bin + 1 : 0;
-  for_each_row_vector(row, vectors, [&](int, const Packed<T, kVector>& x) {
+  for_each_row_vector(row, vocab, [&](int, const Packed<T, kVector>& x) {
 #pragma unroll
     for (int e = 0; e < kVector; ++e) {
       const unsigned key = element_key<T>(x, e);
@@ -320,7 +319,7 @@ __device__ __forceinline__ Candidate filtered_best(const T* row, int vocab,
       p_low_count = (bin_k.bin << 8 | t) >= theta ? k_low_count : 0;
     } else {
       // Pass 3 (uniform: every block found the same bin_p).
-      for_each_row_vector(row, vectors, [&](int, const Packed<T, kVector>& x) {
+      for_each_row_vector(row, vocab, [&](int, const Packed<T, kVector>& x) {
 #pragma unroll
         for (int e = 0; e < kVector; ++e) {
           const unsigned key = element_key<T>(x, e);
@@ -339,7 +338,7 @@ __device__ __forceinline__ Candidate filtered_best(const T* row, int vocab,
   // Pass 4: the Gumbel-max of the survivors, scored exactly as the plain path.
   Candidate best{-INFINITY, INT_MAX};
   const BetterCandidate better;
-  for_each_row_vector(row, vectors, [&](int v, const Packed<T, kVector>& x) {
+  for_each_row_vector(row, vocab, [&](int v, const Packed<T, kVector>& x) {
     unsigned keys[kVector];
     bool any = false;
 #pragma unroll

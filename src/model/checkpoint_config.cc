@@ -32,7 +32,6 @@ absl::StatusOr<DecoderConfig> DecoderConfigFromCheckpoint(const checkpoint::Mode
   };
   for (const Row& row :
        {Row{"hidden_size", spec.hidden_size}, Row{"intermediate_size", spec.intermediate_size},
-        Row{"vocab_size", spec.vocab_size},
         Row{"num_attention_heads * head_dim", spec.num_heads * spec.head_dim},
         Row{"num_key_value_heads * head_dim", spec.num_kv_heads * spec.head_dim}}) {
     if (row.value % kDecoderRowAlignment != 0) {

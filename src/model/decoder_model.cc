@@ -137,7 +137,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
   BATON_RETURN_IF_ERROR(Allocate(projected_, r * c.d_model, s));
   BATON_RETURN_IF_ERROR(Allocate(gate_up_, r * c.gate_up_width(), s));
   BATON_RETURN_IF_ERROR(Allocate(ffn_act_, r * c.ffn, s));
-  BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.vocab, s));
+  BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.padded_vocab(), s));
   BATON_RETURN_IF_ERROR(Allocate(in_tokens_, r, s));
   BATON_RETURN_IF_ERROR(Allocate(row_slots_, r, s));
   BATON_RETURN_IF_ERROR(Allocate(row_positions_, r, s));
@@ -314,7 +314,7 @@ absl::StatusOr<DecoderModel::Impl::BucketPlans*> DecoderModel::Impl::PlansFor(st
                                     {c.attention_width(), c.d_model, c.o_bias, rows},
                                     {c.d_model, c.gate_up_width(), false, rows},
                                     {c.ffn, c.d_model, false, rows},
-                                    {c.d_model, c.vocab, false, sequences}};
+                                    {c.d_model, c.padded_vocab(), false, sequences}};
   BucketPlans plans;
   for (int i = 0; i < detail::kProjections; ++i) {
     LinearOptions linear;

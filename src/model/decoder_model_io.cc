@@ -123,7 +123,7 @@ absl::StatusOr<std::vector<float>> DecoderModel::Impl::ReadLogits(std::uint32_t 
   const int vocab = config_.vocab;
   std::vector<std::uint16_t> bits(vocab);
   BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(bits.data(), logits_.data() + std::size_t{position} * vocab,
+      cudaMemcpyAsync(bits.data(), logits_.data() + std::size_t{position} * config_.padded_vocab(),
                       vocab * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, stream_.get()));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   std::vector<float> out(vocab);

@@ -1,5 +1,6 @@
 #include "model_weights.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -44,6 +45,18 @@ class Layout {
     const std::size_t offset = arena_.Reserve(elements * sizeof(std::uint16_t));
     placements_.push_back({offset, elements, std::move(fill)});
     return offset;
+  }
+  // A tensor of `elements` values in a slot of `padded`, the rest zero: the
+  // embedding and the LM head, whose vocabulary rows are padded to
+  // DecoderConfig::padded_vocab() (zero weights give the padding logits that
+  // token selection never reads).
+  std::size_t AddPadded(std::size_t elements, std::size_t padded,
+                        std::function<absl::Status(std::uint16_t*)> fill) {
+    return Add(padded, [elements, padded, fill = std::move(fill)](std::uint16_t* out) {
+      BATON_RETURN_IF_ERROR(fill(out));
+      std::fill(out + elements, out + padded, std::uint16_t{0});
+      return absl::OkStatus();
+    });
   }
   [[nodiscard]] std::size_t bytes() const { return arena_.size(); }
 
@@ -143,15 +156,19 @@ absl::StatusOr<ModelWeights> ModelWeights::Generate(const DecoderConfig& config,
   auto place = [&](const std::vector<std::uint16_t>& tensor) -> std::size_t {
     return tensor.empty() ? SIZE_MAX : layout.Add(tensor.size(), CopyOf(tensor));
   };
+  const std::size_t vocab_rows = static_cast<std::size_t>(config.padded_vocab()) * config.d_model;
+  auto place_vocab = [&](const std::vector<std::uint16_t>& tensor) -> std::size_t {
+    return layout.AddPadded(tensor.size(), vocab_rows, CopyOf(tensor));
+  };
   Offsets offsets;
-  offsets.embedding = place(host.embedding);
+  offsets.embedding = place_vocab(host.embedding);
   for (const DecoderLayerWeights& l : host.layers) {
     offsets.layers.push_back({place(l.attn_norm), place(l.wqkv), place(l.qkv_bias), place(l.wo),
                               place(l.o_bias), place(l.ffn_norm), place(l.w_gate_up),
                               place(l.w_down)});
   }
   offsets.final_norm = place(host.final_norm);
-  offsets.lm_head = place(host.lm_head);
+  offsets.lm_head = place_vocab(host.lm_head);
   ModelWeights weights;
   BATON_RETURN_IF_ERROR(
       Upload(layout, config, offsets, stream, weights.arena_, weights.rope_, weights.tensors_));
@@ -173,6 +190,15 @@ absl::StatusOr<ModelWeights> ModelWeights::FromCheckpoint(const checkpoint::Chec
       return checkpoint::ConvertTensor(view, CheckpointDTypeOf(dtype), out);
     });
   };
+  // The embedding or the LM head: vocabulary rows padded to padded_vocab().
+  auto vocab_tensor = [&](const std::string& name) -> std::size_t {
+    const checkpoint::TensorView& view = ckpt.tensor(name);
+    return layout.AddPadded(checkpoint::NumElements(view),
+                            static_cast<std::size_t>(c.padded_vocab()) * d,
+                            [&view, dtype](std::uint16_t* out) {
+                              return checkpoint::ConvertTensor(view, CheckpointDTypeOf(dtype), out);
+                            });
+  };
   // Several tensors' rows one after another; q and k parts permuted for RoPE.
   struct Part {
     std::string name;
@@ -191,7 +217,7 @@ absl::StatusOr<ModelWeights> ModelWeights::FromCheckpoint(const checkpoint::Chec
     });
   };
   Offsets offsets;
-  offsets.embedding = tensor("model.embed_tokens.weight");
+  offsets.embedding = vocab_tensor("model.embed_tokens.weight");
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     const std::string attn = p + "self_attn.";
@@ -216,7 +242,7 @@ absl::StatusOr<ModelWeights> ModelWeights::FromCheckpoint(const checkpoint::Chec
     offsets.layers.push_back(o);
   }
   offsets.final_norm = tensor("model.norm.weight");
-  offsets.lm_head = spec.tie_word_embeddings ? offsets.embedding : tensor("lm_head.weight");
+  offsets.lm_head = spec.tie_word_embeddings ? offsets.embedding : vocab_tensor("lm_head.weight");
   ModelWeights weights;
   BATON_RETURN_IF_ERROR(
       Upload(layout, c, offsets, stream, weights.arena_, weights.rope_, weights.tensors_));

@@ -52,8 +52,8 @@ std::vector<LogicalOp> Architecture(const DecoderConfig& c, const ModelTensors& 
     ops.push_back({Logical::kAddResidual, l});
   }
   ops.push_back({Logical::kNorm, c.layers, {}, w.final_norm});
-  ops.push_back(
-      {Logical::kProject, c.layers, Projection::kLmHead, w.lm_head, nullptr, c.vocab, c.d_model});
+  ops.push_back({Logical::kProject, c.layers, Projection::kLmHead, w.lm_head, nullptr,
+                 c.padded_vocab(), c.d_model});
   return ops;
 }
 

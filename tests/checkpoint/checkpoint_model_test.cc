@@ -44,10 +44,17 @@ TEST(CheckpointModelRefusal, HeadDimAboveTheKernelsLimit) {
                 "/config.json: head_dim 256 is not supported (supported: even values up to 128");
 }
 
-TEST(CheckpointModelRefusal, VocabularyNotAMultipleOfEight) {
+// Vocabularies of any size up to 2^18 are served (padded to 16-byte rows at
+// load; decoder_checkpoint_gpu_test runs 251 and 1001); other row widths must
+// be multiples of 8.
+TEST(CheckpointModelRefusal, RowWidthsNotAMultipleOfEightAndVocabulariesPastTheLimit) {
   TinyOptions o = checkpoint::testing::DefaultOptions(Architecture::kLlama);
-  o.vocab_size = 60;
-  ExpectRefused(o, 64, "/config.json: vocab_size 60 is not supported (supported: multiples of 8");
+  o.intermediate_size = 100;
+  ExpectRefused(o, 64,
+                "/config.json: intermediate_size 100 is not supported (supported: multiples of 8");
+  o = checkpoint::testing::DefaultOptions(Architecture::kLlama);
+  o.vocab_size = (1 << 18) + 1;
+  ExpectRefused(o, 64, "/config.json: vocab_size 262145 is not supported (supported: up to 262144");
 }
 
 TEST(CheckpointModelRefusal, SlidingWindowBelowTheServedContext) {

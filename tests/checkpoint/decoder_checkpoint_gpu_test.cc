@@ -33,13 +33,16 @@ struct Case {
   bool attention_bias;
   DType file_dtype;
   bool sharded;
+  int vocab;  // not a multiple of 8: served padded, the padding never selected
 };
 
 const Case kCases[] = {
-    {"Llama3Bf16", Architecture::kLlama, false, DType::kBFloat16, false},
-    {"LlamaBiasFp16Sharded", Architecture::kLlama, true, DType::kFloat16, true},
-    {"MistralFloat32", Architecture::kMistral, false, DType::kFloat32, false},
-    {"Qwen2Bf16Sharded", Architecture::kQwen2, false, DType::kBFloat16, true},
+    {"Llama3Bf16", Architecture::kLlama, false, DType::kBFloat16, false, 256},
+    {"LlamaBiasFp16Sharded", Architecture::kLlama, true, DType::kFloat16, true, 256},
+    {"MistralFloat32", Architecture::kMistral, false, DType::kFloat32, false, 256},
+    {"Qwen2Bf16Sharded", Architecture::kQwen2, false, DType::kBFloat16, true, 256},
+    {"Llama3Vocab251", Architecture::kLlama, false, DType::kBFloat16, false, 251},
+    {"Qwen2TiedVocab1001", Architecture::kQwen2, false, DType::kBFloat16, false, 1001},
 };
 
 class CheckpointModelTest : public testing::GpuTest, public ::testing::WithParamInterface<Case> {};
@@ -57,7 +60,7 @@ TEST_P(CheckpointModelTest, EveryEngineFollowsTheCheckpointsOwnTensors) {
   o.hidden_size = 64;
   o.num_heads = 4;
   o.intermediate_size = 96;
-  o.vocab_size = 256;
+  o.vocab_size = c.vocab;
   o.max_position_embeddings = 4096;
   const std::string dir = checkpoint::testing::MakeTempDir();
   ASSERT_FALSE(dir.empty());
@@ -81,6 +84,7 @@ TEST_P(CheckpointModelTest, EveryEngineFollowsTheCheckpointsOwnTensors) {
   EXPECT_EQ(model->config().dtype,
             c.file_dtype == DType::kFloat16 ? DecoderDType::kFloat16 : DecoderDType::kBFloat16);
   EXPECT_FALSE(model->info().eos_token_ids.empty());
+  EXPECT_EQ(model->config().vocab, c.vocab);
 
   const std::vector<DecodeRequest> requests = testing::RandomRequests(model->config(), 10);
   std::map<std::uint32_t, testing::Outcome> first;
