@@ -21,7 +21,7 @@
 # synccheck and initcheck print "CUDA Dynamic Parallelism is not supported by
 # the selected tool" and count it as an error (CUDA 13.0); memcheck supports
 # it and runs them. Run alone on decoder_prefill_gpu_test (H100 2026-11-24,
-# results/h100-2026-11-24-sanitizers-prefill.txt), synccheck prints that
+# results/h100-2026-11-24-prefill-sanitizer-reports.txt), synccheck prints that
 # warning at the first test and then reports divergent barriers in Baton's
 # row_kernel<half, kEmbedding, norm> on the tail-launch engine's first
 # device-launched step (threads 64-127 of block 0), and racecheck an illegal
