@@ -189,3 +189,19 @@ def test_the_command_line_streams_what_generate_returns(checkpoint, llm, capsys)
     captured = capsys.readouterr()
     assert captured.out == expected.text + "\n"
     assert f"{len(expected.token_ids)} tokens, {expected.finish_reason}" in captured.err
+
+
+def test_the_readme_quick_start_runs_as_written(checkpoint, capsys):
+    # README.md's Python block, with only the model directory replaced, so that the quick start cannot rot.
+    import re
+
+    block = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    assert '"/models/Llama-3.2-1B-Instruct"' in block
+    scope = {}
+    exec(compile(block.replace('"/models/Llama-3.2-1B-Instruct"', repr(str(checkpoint))), "README.md", "exec"),
+         scope)
+    printed = capsys.readouterr().out
+    scope["llm"].close()
+    with baton.LLM(checkpoint) as same:  # the snippet's options: the same greedy text
+        expected = same.generate("The capital of France is", baton.SamplingParams(max_tokens=32))[0].text
+    assert printed == expected + "\n"
