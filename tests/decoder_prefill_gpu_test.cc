@@ -326,6 +326,70 @@ TEST_F(DecoderPrefillTest, TheStreamYieldsTheFinalTokensInOrderAsTheyArrive) {
   }
 }
 
+// DecoderModel::Cancel ends a request at its next token, as a stop token
+// would: its tokens are the first ones of the same request run uncancelled,
+// the requests beside it generate what they do without the cancel (Baton's
+// decode kernels compute every row alike), and rewriting the entry clears it.
+TEST_F(DecoderPrefillTest, ACancelEndsTheRequestAtItsNextTokenAndTheOthersRunOn) {
+  DecoderModelOptions options;
+  options.config = Tiny(DecoderDType::kFloat16);
+  options.weight_seed = Rng()();
+  options.max_batch = 4;
+  options.max_requests = 4;
+  BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));
+  std::vector<DecodeRequest> requests(3);
+  for (DecodeRequest& r : requests) {
+    r.prompt = RandomPrompt(options.config, Uniform(1, 40));
+    r.max_new_tokens = 300;
+  }
+  BATON_ASSERT_OK_AND_ASSIGN(auto runtime, Runtime::Create(RuntimeOptions{}));
+  BATON_ASSERT_OK(runtime->RegisterStepProgram(model->MakeStepProgram()));
+  BATON_ASSERT_OK(runtime->Start(Engine::kConditional));
+  constexpr std::uint32_t kCancelled = 1, kAfter = 5;
+  // Runs the three requests; with `cancel`, cancels entry 1 once it streamed kAfter tokens.
+  const auto run = [&](bool cancel) {
+    std::vector<std::vector<std::int32_t>> generated(requests.size());
+    EXPECT_TRUE(model->WriteRequests(0, requests).ok());
+    std::vector<WorkItem> items;
+    for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(model->WorkItemFor(i));
+    EXPECT_TRUE(runtime->Submit(items).ok());
+    std::vector<std::int32_t> streamed;
+    std::map<std::uint32_t, std::uint32_t> completed;
+    std::vector<Completion> out(8);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (completed.size() < requests.size() && std::chrono::steady_clock::now() < deadline) {
+      if (cancel) {
+        EXPECT_TRUE(model->ReadStream(kCancelled, streamed.size(), streamed).ok());
+        if (streamed.size() >= kAfter) {
+          EXPECT_TRUE(model->Cancel(kCancelled).ok());
+          cancel = false;
+        }
+      }
+      const absl::StatusOr<std::size_t> n = runtime->Poll(absl::MakeSpan(out));
+      EXPECT_TRUE(n.ok()) << n.status();
+      for (std::size_t i = 0; n.ok() && i < *n; ++i) completed[out[i].id] = out[i].value;
+    }
+    EXPECT_EQ(completed.size(), requests.size());
+    for (const auto& [entry, count] : completed) {
+      generated[entry] = model->ReadGenerated(entry, count).value_or(std::vector<std::int32_t>{});
+    }
+    return generated;
+  };
+  const auto full = run(false);
+  const auto cut = run(true);
+  ASSERT_EQ(full[kCancelled].size(), 300u);
+  ASSERT_GE(cut[kCancelled].size(), kAfter);
+  EXPECT_LT(cut[kCancelled].size(), 300u) << "the cancel did not end the request";
+  EXPECT_EQ(cut[kCancelled],
+            std::vector<std::int32_t>(full[kCancelled].begin(),
+                                      full[kCancelled].begin() + cut[kCancelled].size()));
+  EXPECT_EQ(cut[0], full[0]);
+  EXPECT_EQ(cut[2], full[2]);
+  EXPECT_EQ(run(false), full) << "rewriting the entries did not clear the cancel";
+  EXPECT_EQ(model->Cancel(options.max_requests).code(), absl::StatusCode::kOutOfRange);
+  BATON_ASSERT_OK(runtime->Stop().status());
+}
+
 TEST_F(DecoderPrefillTest, ARequestPastTheContextIsRefusedAndTheOneInFlightFinishes) {
   DecoderModelOptions options;
   options.config = Tiny(DecoderDType::kFloat16);

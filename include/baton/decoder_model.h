@@ -194,6 +194,14 @@ class DecoderModel {
   [[nodiscard]] absl::StatusOr<std::uint32_t> ReadStream(std::uint32_t entry, std::uint32_t from,
                                                          std::vector<std::int32_t>& out) const;
 
+  // Ends entry `entry`'s generation early: the step that generates its next
+  // token finishes the item with it, as a stop token would (its completion's
+  // value counts the tokens generated; a request still reading its prompt
+  // ends at its first token). No synchronization: one store into mapped host
+  // memory, seen by a step a few microseconds later; tokens already streamed
+  // stay. WriteRequests clears it. OutOfRange past the table.
+  [[nodiscard]] absl::Status Cancel(std::uint32_t entry);
+
   // Enqueues one step for ctx (what MakeStepProgram's enqueue does): usable
   // by a host-driven loop over the same kernels.
   [[nodiscard]] absl::Status EnqueueStep(const StepContext& ctx, cudaStream_t stream);

@@ -36,7 +36,7 @@ class RequestOutput:
         prompt_token_ids: the prompt as the model read it.
         token_ids: the generated tokens, up to and including a stop token (cut after a stop string's token).
         text: the generated text, ending before the first stop string.
-        finish_reason: "stop" (a stop token or string) or "length" (max_tokens).
+        finish_reason: "stop" (a stop token or string), "length" (max_tokens) or "cancelled" (Request.cancel).
     """
 
     prompt_token_ids: List[int]
@@ -117,9 +117,16 @@ class Request:
         return StreamDelta(kept, text, self.finished, self._finish_reason)
 
     def _finish(self, reason: str) -> None:
-        # A stop string ends the request here; the device generates on to its own end, and the pump drops
-        # those tokens (the runtime has no cancel).
+        # A stop string (or cancel()) ends the request here, and the device at its next token
+        # (DecoderModel::Cancel); tokens it made meanwhile are dropped.
         self._finish_reason = reason
+        self._llm._server.cancel(self.id)
+
+    def cancel(self) -> None:
+        """Ends the request now: no more tokens are returned (finish_reason "cancelled"), and the device stops
+        generating it at its next step."""
+        if not self.finished:
+            self._finish("cancelled")
 
     def __iter__(self) -> Iterator[StreamDelta]:
         while True:

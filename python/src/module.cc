@@ -237,6 +237,9 @@ NB_MODULE(_baton, m) {
            "all or none; returns their ids.")
       .def("poll", &Poll, nb::arg("timeout_s"),
            "Waits up to timeout_s for tokens; returns [(id, new_tokens, finished)].")
+      .def(
+          "cancel", [](Server& server, std::uint64_t id) { Check(server.Cancel(id)); },
+          nb::arg("id"), "Ends a request at its next token; its finished event follows.")
       .def("pending", &Server::pending)
       .def("info", &Info)
       .def("stats", &Stats)

@@ -144,6 +144,15 @@ absl::StatusOr<std::vector<ServerEvent>> Server::Poll(absl::Duration timeout) {
   }
 }
 
+absl::Status Server::Cancel(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return absl::FailedPreconditionError("Server::Cancel: the server was closed");
+  for (const std::uint32_t entry : active_) {
+    if (entries_[entry].id == id) return model_->Cancel(entry);
+  }
+  return absl::OkStatus();
+}
+
 std::size_t Server::pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return active_.size();

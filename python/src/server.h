@@ -71,6 +71,10 @@ class Server {
   // when none came). A device failure comes back as the runtime's Status.
   [[nodiscard]] absl::StatusOr<std::vector<ServerEvent>> Poll(absl::Duration timeout);
 
+  // Ends request `id` at its next generated token (DecoderModel::Cancel); its
+  // finished event follows. A request that already finished is left alone.
+  [[nodiscard]] absl::Status Cancel(std::uint64_t id);
+
   // Requests submitted and not yet finished.
   [[nodiscard]] std::size_t pending() const;
   [[nodiscard]] const DecoderModel& model() const { return *model_; }

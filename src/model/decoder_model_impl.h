@@ -42,6 +42,7 @@ class DecoderModel::Impl {
   absl::StatusOr<std::vector<float>> ReadLogits(std::uint32_t position) const;
   absl::StatusOr<std::vector<std::uint64_t>> ReadStepEnds(std::uint64_t first,
                                                           std::uint32_t count) const;
+  absl::Status Cancel(std::uint32_t entry);
   absl::StatusOr<std::uint32_t> ReadStream(std::uint32_t entry, std::uint32_t from,
                                            std::vector<std::int32_t>& out) const;
 
@@ -88,6 +89,7 @@ class DecoderModel::Impl {
   DeviceBuffer<std::int32_t> sequences_;
   std::vector<std::uint32_t> prompt_lengths_;  // host mirror of the table, for WorkItemFor
   detail::TokenStream stream_words_;
+  MappedHostBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
   detail::StepBuffers buffers_;
   detail::DecoderStepView view_;
   std::map<PlanKey, std::vector<detail::StepOp>> plans_by_path_;

@@ -62,6 +62,7 @@ absl::Status DecoderModel::Impl::WriteRequests(std::uint32_t first,
                                              cudaMemcpyHostToDevice, stream_.get()));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   stream_words_.Clear(first, static_cast<std::uint32_t>(requests.size()));
+  std::fill(cancel_.host() + first, cancel_.host() + first + requests.size(), 0u);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     prompt_lengths_[first + i] = infos[i].prompt_tokens;
   }
@@ -114,6 +115,17 @@ absl::StatusOr<std::uint32_t> DecoderModel::Impl::ReadStream(std::uint32_t entry
   return stream_words_.Read(entry, from, out, copy_missed);
 }
 
+absl::Status DecoderModel::Impl::Cancel(std::uint32_t entry) {
+  if (entry >= options_.max_requests) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("DecoderModel::Cancel: entry %u is past the table's %u entries", entry,
+                        options_.max_requests));
+  }
+  // The device reads the flag through a volatile load at each token it generates.
+  reinterpret_cast<volatile std::uint32_t*>(cancel_.host())[entry] = 1;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> DecoderModel::Impl::ReadLogits(std::uint32_t position) const {
   if (position >= options_.max_batch) {
     return absl::OutOfRangeError(
@@ -159,6 +171,7 @@ absl::Status DecoderModel::WriteRequests(std::uint32_t first_entry,
   return impl_->WriteRequests(first_entry, requests);
 }
 WorkItem DecoderModel::WorkItemFor(std::uint32_t entry) const { return impl_->WorkItemFor(entry); }
+absl::Status DecoderModel::Cancel(std::uint32_t entry) { return impl_->Cancel(entry); }
 std::vector<std::uint32_t> DecoderModel::DefaultBuckets() const { return impl_->DefaultBuckets(); }
 absl::Status DecoderModel::EnqueueStep(const StepContext& ctx, cudaStream_t stream) {
   return impl_->EnqueueStep(ctx, stream);

@@ -50,6 +50,9 @@ struct DecoderStepView {
   // reads each word whole and knows which token it holds.
   unsigned long long* stream = nullptr;
   std::uint32_t stream_window = 0;  // power of two
+  // Cancel flags (mapped host memory, DecoderModel::Cancel): a nonzero
+  // cancel[e] finishes entry e's item at its next generated token.
+  const volatile std::uint32_t* cancel = nullptr;
 };
 
 inline constexpr std::uint32_t kNoRequest = 0xffffffffu;

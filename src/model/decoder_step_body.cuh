@@ -127,8 +127,8 @@ __device__ inline PositionEnd load_position_end(const DecoderStepView& v, const 
 
 // Position p's end of step, given the token the step chose for it: once the
 // item has read its whole prompt, appends the token to the sequence and to
-// the token stream and finishes the item on its stop token or limit (a
-// refused item finishes with kRefusedRequest).
+// the token stream and finishes the item on its stop token, its limit or a
+// cancel (a refused item finishes with kRefusedRequest).
 __device__ inline void end_position(const DecoderStepView& v, const StepArgs& args, std::uint32_t p,
                                     const PositionEnd& e, std::int32_t token) {
   if (e.entry == kNoRequest) {
@@ -144,7 +144,9 @@ __device__ inline void end_position(const DecoderStepView& v, const StepArgs& ar
     // One 8-byte store into mapped memory: the host sees the word whole.
     v.stream[StreamSlot(e.entry, i, v.stream_window)] = StreamWord(i, token);
   }
-  bool stop = generated >= e.info.max_new_tokens;
+  // A cancel (DecoderModel::Cancel) ends it as a stop token would: the token
+  // just chosen is its last.
+  bool stop = generated >= e.info.max_new_tokens || (v.cancel != nullptr && v.cancel[e.entry] != 0);
   // The host writes at most kEntryStopTokens; the bound guards a forged count.
   for (std::uint32_t i = 0; i < e.info.stop_count && i < kEntryStopTokens; ++i) {
     stop = stop || token == e.info.stop_tokens[i];

@@ -205,3 +205,30 @@ def test_the_readme_quick_start_runs_as_written(checkpoint, capsys):
     with baton.LLM(checkpoint) as same:  # the snippet's options: the same greedy text
         expected = same.generate("The capital of France is", baton.SamplingParams(max_tokens=32))[0].text
     assert printed == expected + "\n"
+
+
+def test_a_stop_string_or_a_cancel_ends_the_generation_on_the_device(llm, rng):
+    # Without the device-side cancel the two long requests below would run 3,000 steps each; with it each ends a
+    # few steps after the host asked (a poll interval: tens of this tiny model's steps).
+    prompt = random_prompts(rng, llm, 1)[0]
+    reference = llm.generate([prompt], baton.SamplingParams(max_tokens=600, ignore_eos=True))[0]
+    text = reference.text
+    if len(text) < 12:
+        pytest.skip(f"seed gave only {len(text)} characters of text")
+    steps = llm.stats()["steps"]
+    long = baton.SamplingParams(max_tokens=3000, ignore_eos=True)
+    stopped = llm.generate([prompt], baton.SamplingParams(max_tokens=3000, ignore_eos=True, stop=text[8:12]))[0]
+    assert stopped.finish_reason == "stop" and stopped.text == text[:text.index(text[8:12])]
+    request = llm.submit(prompt, long)
+    for _ in request:
+        if len(request.token_ids) >= 5:
+            request.cancel()
+    assert request.result().finish_reason == "cancelled"
+    assert 5 <= len(request.token_ids) < 600
+    assert request.token_ids == reference.token_ids[:len(request.token_ids)]
+    while llm._server.pending():  # the device's end of both requests
+        llm.wait()
+    assert llm.stats()["steps"] - steps < 1500, llm.stats()
+    # The entries are reused: a request after the cancels generates as before.
+    again = llm.generate([prompt], baton.SamplingParams(max_tokens=24, ignore_eos=True))[0]
+    assert again.token_ids == reference.token_ids[:24]
