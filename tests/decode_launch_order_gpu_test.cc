@@ -1,4 +1,4 @@
-// Programmatic dependent launch (baton/step_launch.cuh) must not reorder a
+// Programmatic dependent launch (baton/step_kernel.cuh) must not reorder a
 // chain of decode kernels: DecodeBatch::launch_next_early lets the next
 // kernel launch before the current one's wait, and still no kernel may read
 // its predecessor's output early.

@@ -8,10 +8,11 @@ scripts/checkpoints/make_checkpoint.py that makes the tiny presets.
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -35,6 +36,32 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-30))
 
 
+@contextlib.contextmanager
+def _float32_pair(checkpoint: pathlib.Path, device: str, batch: int, prompt_tokens: int, steps: int,
+                  seed: int) -> Iterator[tuple[Any, Any, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """transformers and the peers' decoder on one checkpoint, both float32 eager with TF32 off (for the check
+    only), seeded random prompts, and transformers' greedy generation of steps + 1 tokens with each one's
+    logits: yields (hf, ours, prompts, hf_tokens [B, steps + 1], hf_logits [B, steps + 1, V])."""
+    from transformers import AutoModelForCausalLM
+
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32,
+                                                  attn_implementation="eager").to(device).eval()
+        ours = load_transformer(checkpoint, torch.float32, device)
+        generator = torch.Generator().manual_seed(seed)
+        prompts = torch.randint(0, ours.args.vocab_size, (batch, prompt_tokens), generator=generator).to(device)
+        # eos_token_id=None: pure greedy for every step (min_new_tokens would mask the stop token instead).
+        expected = hf.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                               max_new_tokens=steps + 1, eos_token_id=None, pad_token_id=0,
+                               output_logits=True, return_dict_in_generate=True)
+        yield (hf, ours, prompts, expected.sequences[:, prompt_tokens:],
+               torch.stack([x.float() for x in expected.logits], dim=1))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
+
+
 @torch.inference_mode()
 def check_against_transformers(checkpoint: pathlib.Path, device: str, batch: int = 2, prompt_tokens: int = 16,
                                steps: int = 8, seed: int = 0) -> dict[str, Any]:
@@ -44,23 +71,8 @@ def check_against_transformers(checkpoint: pathlib.Path, device: str, batch: int
     Decoder._step, the function the peers compile, so the static cache, the
     position bookkeeping and the masks are checked along with the layers.
     """
-    from transformers import AutoModelForCausalLM
-
-    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # both sides exact float32 for the check only
-    try:
-        hf = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32,
-                                                  attn_implementation="eager").to(device).eval()
-        ours = load_transformer(checkpoint, torch.float32, device)
-        vocab = ours.args.vocab_size
-        generator = torch.Generator().manual_seed(seed)
-        prompts = torch.randint(0, vocab, (batch, prompt_tokens), generator=generator).to(device)
-        # eos_token_id=None: pure greedy for every step (min_new_tokens would mask the stop token instead).
-        expected = hf.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-                               max_new_tokens=steps + 1, eos_token_id=None, pad_token_id=0,
-                               output_logits=True, return_dict_in_generate=True)
-        hf_tokens = expected.sequences[:, prompt_tokens:]
-        hf_logits = torch.stack([x.float() for x in expected.logits], dim=1)  # [B, steps + 1, V]
+    with _float32_pair(checkpoint, device, batch, prompt_tokens, steps, seed) as (hf, ours, prompts, hf_tokens,
+                                                                                 hf_logits):
         decoder = Decoder(ours, batch, prompt_tokens, steps + 1, stop_token=-1)
         positions = torch.arange(prompt_tokens, device=device)
         errors = [_rel(ours(prompts, positions)[:, -1], hf_logits[:, 0])]
@@ -77,8 +89,6 @@ def check_against_transformers(checkpoint: pathlib.Path, device: str, batch: int
         result["passed"] = result["max_rel_logit_error"] <= CHECK_REL_TOL
         del hf, ours
         return result
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
 
 
 @torch.inference_mode()
@@ -92,21 +102,8 @@ def check_prefill_against_transformers(checkpoint: pathlib.Path, device: str, ba
     read the KV cache the prefill wrote (so a cache written at the wrong place or
     layout fails here, not only in the timed run).
     """
-    from transformers import AutoModelForCausalLM
-
-    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # both sides exact float32 for the check only
-    try:
-        hf = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32,
-                                                  attn_implementation="eager").to(device).eval()
-        ours = load_transformer(checkpoint, torch.float32, device)
-        generator = torch.Generator().manual_seed(seed)
-        prompts = torch.randint(0, ours.args.vocab_size, (batch, prompt_tokens), generator=generator).to(device)
-        expected = hf.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-                               max_new_tokens=steps + 1, eos_token_id=None, pad_token_id=0,
-                               output_logits=True, return_dict_in_generate=True)
-        hf_tokens = expected.sequences[:, prompt_tokens:]
-        hf_logits = torch.stack([x.float() for x in expected.logits], dim=1)  # [B, steps + 1, V]
+    with _float32_pair(checkpoint, device, batch, prompt_tokens, steps, seed) as (hf, ours, prompts, hf_tokens,
+                                                                                 hf_logits):
         hf_all = hf(prompts).logits.float()  # [B, T, V]
         decoder = Decoder(ours, batch, prompt_tokens, steps + 1, stop_token=-1)
         caches = cache_tensors(ours)
@@ -135,8 +132,6 @@ def check_prefill_against_transformers(checkpoint: pathlib.Path, device: str, ba
                   "passed": worst <= CHECK_REL_TOL}
         del hf, ours, decoder
         return result
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
 
 
 def _make_checkpoint_module() -> Any:

@@ -27,7 +27,7 @@ def _ms(x):
 def serve_block():
     b = inputs.Block("serve")
     b.exempt += EXEMPT_NAMES
-    files = sorted({p for glob in ("*-serve-*.json",) for p in inputs.RESULTS.glob(glob) if inputs._PREFIX.match(p.name)})
+    files = sorted(p for p in inputs.RESULTS.glob("*-serve-*.json") if inputs._PREFIX.match(p.name))
     if not files:
         raise SystemExit("README.md has the serve block's markers but results/ holds no *-serve-*.json: commit one "
                          "(scripts/peers/combine_serve.py) or remove the markers")

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "baton/step_kernel.cuh"
+#include "kernels/async_copy.cuh"
 #include "kernels/chunk_attention.h"
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/gemv_body.cuh"
@@ -115,32 +116,6 @@ __host__ __device__ cudaError_t with_head_dim(int head_dim, const F& f) {
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-// cp.async of 16 bytes to shared address `shared`, zero-filled (nothing
-// read) when !valid; `global` must still be a valid address.
-__device__ __forceinline__ void cp_async_16(unsigned shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned shared) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned shared) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared));
 }
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {

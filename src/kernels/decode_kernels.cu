@@ -1,7 +1,7 @@
 // Latency is what the decode step's kernels pay for (one small row per
 // position, a handful of positions): every thread issues all of its 16-byte
 // loads before it uses any, rows that are long get more blocks, and every
-// kernel is launched with programmatic dependent launch (baton/step_launch.cuh)
+// kernel is launched with programmatic dependent launch (baton/step_kernel.cuh)
 // so it starts while its predecessor finishes. Each kernel loads only
 // constant data (weights) before wait_for_previous_nodes() and lets the next
 // node launch right after it, once all of its blocks are resident.

@@ -22,7 +22,7 @@
 // launches nothing.
 //
 // Kernels are launched with programmatic dependent launch
-// (baton/step_launch.cuh): each may start while the node before it still
+// (baton/step_kernel.cuh): each may start while the node before it still
 // runs and reads nothing an earlier node wrote until that node is done, so a
 // captured chain of them behaves like plain stream order.
 #pragma once

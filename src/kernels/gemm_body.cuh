@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "baton/config.h"
+#include "kernels/async_copy.cuh"
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/gemm.h"
 #include "kernels/gemv_body.cuh"
@@ -145,26 +146,6 @@ __device__ __forceinline__ int gemm_swizzle(int row, int chunk) {
   return row * Chunks * 16 + ((chunk ^ ((row / kRowsPerLine) % Chunks)) << 4);
 }
 
-// 16 bytes global -> shared, or 16 zero bytes when !ok (src is then not read).
-__device__ __forceinline__ void gemm_copy16(unsigned dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(ok ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void gemm_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int Pending>
-__device__ __forceinline__ void gemm_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-__device__ __forceinline__ void gemm_ldmatrix(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
 // One thread's share of the copies of a Rows x kK tile of a row-major
 // [*, in_features] matrix (x or W) into a swizzled stage: Rows * kChunks /
 // kThreads chunks, all in the thread's chunk column, kThreads / kChunks rows
@@ -205,7 +186,7 @@ struct GemmCopier {
     for (int j = 0; j < kCopies; ++j) {
       const bool ok = k_ok && (rows_ok >> j & 1u) != 0;
       const T* from = ok ? first + static_cast<std::size_t>(j) * kRowStep * in_features + k0 : base;
-      gemm_copy16(tile + dst + j * kRowStep * Tile::kRowBytes, from, ok);
+      cp_async_16(tile + dst + j * kRowStep * Tile::kRowBytes, from, ok);
     }
   }
 };
@@ -282,15 +263,15 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
   if (m0 >= rows) {  // uniform across the block
     // The weight copies in flight must land before the block's shared
     // memory goes to another block.
-    gemm_commit();
-    gemm_wait<0>();
+    cp_async_commit();
+    cp_async_wait<0>();
     return;
   }
   const GemmCopier<Tile, Tile::kM, T> copy_x(static_cast<const T*>(io.x), m0, rows, in_features);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
     if (s < k_tiles) copy_x(a_tile(s), s * Tile::kK);
-    gemm_commit();
+    cp_async_commit();
   }
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -324,11 +305,11 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
     const unsigned a_at = a_tile(stage) + a_base + (((2 * kk) ^ a_key) << 4);
     const unsigned b_at = b_tile(stage) + b_base + (((2 * kk) ^ b_key) << 4);
 #pragma unroll
-    for (int i = 0; i < Tile::kMi; ++i) gemm_ldmatrix(af[i], a_at + i * 16 * Tile::kRowBytes);
+    for (int i = 0; i < Tile::kMi; ++i) ldmatrix_x4(af[i], a_at + i * 16 * Tile::kRowBytes);
 #pragma unroll
     for (int j = 0; j < Tile::kNi / 2; ++j) {
       unsigned r[4];
-      gemm_ldmatrix(r, b_at + j * 16 * Tile::kRowBytes);
+      ldmatrix_x4(r, b_at + j * 16 * Tile::kRowBytes);
       bf[2 * j][0] = r[0];
       bf[2 * j][1] = r[1];
       bf[2 * j + 1][0] = r[2];
@@ -338,7 +319,7 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
 
   // Stage groups: one per tile (empty past the last), so waiting for all
   // but the newest S - 2 groups waits for the next stage to land.
-  gemm_wait<S - 2>();
+  cp_async_wait<S - 2>();
   __syncthreads();
   load_fragments(0, 0, a[0], b[0]);
   int read_stage = 0, write_stage = S - 1;
@@ -351,7 +332,7 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
         // Tile kt + 1 has landed for every thread, and every thread has
         // requested its last fragments of the stage the copies below
         // overwrite next.
-        gemm_wait<S - 2>();
+        cp_async_wait<S - 2>();
         __syncthreads();
         read_stage = read_stage + 1 == S ? 0 : read_stage + 1;
       }
@@ -362,7 +343,7 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
           copy_x(a_tile(write_stage), next * Tile::kK);
           copy_w(b_tile(write_stage), next * Tile::kK);
         }
-        gemm_commit();
+        cp_async_commit();
         write_stage = write_stage + 1 == S ? 0 : write_stage + 1;
       }
       if (kk < steps) {  // uniform across the block
@@ -377,7 +358,7 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
       }
     }
   }
-  gemm_wait<0>();  // only empty groups remain; leave none behind
+  cp_async_wait<0>();  // only empty groups remain; leave none behind
 
   // Accumulator e of mma tile (i, j): row g (+ 8 for e >= 2), features 2c, 2c + 1.
   const int g = lane / 4, c = lane % 4;
