@@ -197,9 +197,9 @@ class DecoderModel {
   // Ends entry `entry`'s generation early: the step that generates its next
   // token finishes the item with it, as a stop token would (its completion's
   // value counts the tokens generated; a request still reading its prompt
-  // ends at its first token). No synchronization: one store into mapped host
-  // memory, seen by a step a few microseconds later; tokens already streamed
-  // stay. WriteRequests clears it. OutOfRange past the table.
+  // ends at its first token). No synchronization: a 4-byte memset on the
+  // model's stream, seen by a step microseconds later; tokens already
+  // streamed stay. WriteRequests clears it. OutOfRange past the table.
   [[nodiscard]] absl::Status Cancel(std::uint32_t entry);
 
   // Enqueues one step for ctx (what MakeStepProgram's enqueue does): usable

@@ -155,8 +155,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
       Allocate(sequences_, std::size_t{options_.max_requests} * c.max_context, s));
   BATON_ASSIGN_OR_RETURN(
       stream_words_, detail::TokenStream::Create(options_.max_requests, options_.stream_window));
-  BATON_ASSIGN_OR_RETURN(cancel_, MappedHostBuffer<std::uint32_t>::Create(options_.max_requests));
-  std::fill(cancel_.host(), cancel_.host() + options_.max_requests, 0u);
+  BATON_RETURN_IF_ERROR(Allocate(cancel_, options_.max_requests, s));
   prompt_lengths_.assign(options_.max_requests, 0);
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
 
@@ -191,7 +190,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
   view_.step_clock_size = options_.step_clock_size;
   view_.stream = stream_words_.device();
   view_.stream_window = stream_words_.window();
-  view_.cancel = cancel_.device();
+  view_.cancel = cancel_.data();
   return absl::OkStatus();
 }
 

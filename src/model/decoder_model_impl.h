@@ -89,7 +89,7 @@ class DecoderModel::Impl {
   DeviceBuffer<std::int32_t> sequences_;
   std::vector<std::uint32_t> prompt_lengths_;  // host mirror of the table, for WorkItemFor
   detail::TokenStream stream_words_;
-  MappedHostBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
+  DeviceBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
   detail::StepBuffers buffers_;
   detail::DecoderStepView view_;
   std::map<PlanKey, std::vector<detail::StepOp>> plans_by_path_;

@@ -50,8 +50,9 @@ struct DecoderStepView {
   // reads each word whole and knows which token it holds.
   unsigned long long* stream = nullptr;
   std::uint32_t stream_window = 0;  // power of two
-  // Cancel flags (mapped host memory, DecoderModel::Cancel): a nonzero
-  // cancel[e] finishes entry e's item at its next generated token.
+  // Cancel flags (device memory, set by DecoderModel::Cancel while steps
+  // run): a nonzero cancel[e] finishes entry e's item at its next generated
+  // token.
   const volatile std::uint32_t* cancel = nullptr;
 };
 
