@@ -2,11 +2,15 @@
 // retire, compact or advance, admit, plan the step's tokens) against the
 // scalar reference every driver shares (baton/batch_policy.h), over random
 // rounds with batches that are not a multiple of the warp size, random token
-// budgets and chunk caps, and the plan with and without its register hints.
+// budgets and chunk caps, and the plan with and without its register hints;
+// and, for a paged program, the paging policy (scheduler/page_ops.cuh)
+// against baton/page_policy.h: the same page stack, table rows, reserves and
+// waiting items after every round, with a pool far smaller than the demand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <vector>
 
@@ -168,6 +172,142 @@ TEST_F(BatchOpsTest, MatchesTheScalarReferenceOverRandomRounds) {
     std::sort(all.begin(), all.end());
     for (std::uint32_t s = 0; s < kMaxBatch; ++s) ASSERT_EQ(all[s], s) << "round " << round;
   }
+}
+
+TEST_F(BatchOpsTest, PagedRoundsMatchTheScalarReference) {
+  constexpr std::uint32_t kMaxBatch = 40, kPageTokens = 16, kPerSlot = 12, kPool = 100;
+  constexpr int kRounds = 300;
+  SCOPED_TRACE(testing::TestSeedNote());
+  std::mt19937 rng(static_cast<std::uint32_t>(testing::TestSeed()) + 1);
+  auto uniform = [&](std::uint32_t lo, std::uint32_t hi) {
+    return std::uniform_int_distribution<std::uint32_t>(lo, hi)(rng);
+  };
+  BATON_ASSERT_OK_AND_ASSIGN(Stream stream, CreateStream());
+  BATON_ASSERT_OK_AND_ASSIGN(auto header, DeviceBuffer<StepHeader>::Create(1));
+  BATON_ASSERT_OK_AND_ASSIGN(auto items, DeviceBuffer<WorkItem>::Create(kMaxBatch));
+  BATON_ASSERT_OK_AND_ASSIGN(auto words,
+                             DeviceBuffer<std::uint32_t>::Create(kStepWords * kMaxBatch));
+  BATON_ASSERT_OK_AND_ASSIGN(auto counts, DeviceBuffer<detail::BatchCounts>::Create(1));
+  BATON_ASSERT_OK_AND_ASSIGN(auto free_slots, DeviceBuffer<std::uint32_t>::Create(kMaxBatch));
+  BATON_ASSERT_OK_AND_ASSIGN(auto retired, DeviceBuffer<Completion>::Create(kMaxBatch));
+  BATON_ASSERT_OK_AND_ASSIGN(auto free_pages, DeviceBuffer<std::uint32_t>::Create(kPool));
+  BATON_ASSERT_OK_AND_ASSIGN(auto held, DeviceBuffer<WorkItem>::Create(detail::kHeldItems));
+  BATON_ASSERT_OK_AND_ASSIGN(auto table, DeviceBuffer<std::uint32_t>::Create(kMaxBatch * kPerSlot));
+  BATON_ASSERT_OK_AND_ASSIGN(auto finish, DeviceBuffer<std::uint8_t>::Create(kMaxBatch));
+  BATON_ASSERT_OK_AND_ASSIGN(auto offers, DeviceBuffer<WorkItem>::Create(1024));
+  BATON_ASSERT_OK_AND_ASSIGN(auto outputs, DeviceBuffer<std::uint32_t>::Create(3));
+  BATON_ASSERT_OK(items.Fill(0xCD));
+  BATON_ASSERT_OK(words.Fill(0xCD));
+  BATON_ASSERT_OK(table.Fill(0xCD));  // poison: entries are read only once mapped
+
+  StepArgs args;
+  args.header = header.data();
+  args.items = items.data();
+  args.max_batch = kMaxBatch;
+  PointStepWords(args, words.data());
+  const detail::BatchBook book{counts.data(), free_slots.data(), retired.data(), free_pages.data(),
+                               held.data()};
+  const PagePolicy pages{kPageTokens, kPool, kPerSlot, table.data()};
+
+  HostBatch model(kMaxBatch, pages);
+  const StepArgs& expected = model.args();
+  BATON_ASSERT_OK(free_slots.CopyFrom(model.free_slots()));
+  BATON_ASSERT_OK(free_pages.CopyFrom(std::vector<std::uint32_t>(
+      model.page_pool().free_pages, model.page_pool().free_pages + kPool)));
+  detail::BatchCounts initial{0, kMaxBatch, 0, 0};
+  initial.free_pages = kPool;
+  ASSERT_EQ(cudaMemcpy(counts.data(), &initial, sizeof(initial), cudaMemcpyHostToDevice),
+            cudaSuccess);
+
+  std::deque<WorkItem> pending;  // the reference's queue: not yet admitted
+  std::vector<WorkItem> queued;  // what the device has not taken from the queue yet
+  std::uint32_t next_id = 1, admitted_total = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    const double rate = std::uniform_real_distribution<double>(0.0, 0.5)(rng);
+    std::vector<std::uint8_t> flags(kMaxBatch, 0);
+    for (std::uint32_t p = 0; p < model.batch(); ++p)
+      flags[p] = std::bernoulli_distribution(rate)(rng);
+    for (std::uint32_t n = queued.size() < 200 ? uniform(0, 40) : 0; n > 0; --n) {
+      const std::uint32_t bound = uniform(1, kPerSlot * kPageTokens + 40);  // some clamped
+      const WorkItem item =
+          WorkItem::make(3, next_id++, std::uint64_t{bound} << 32 | uniform(1, bound));
+      pending.push_back(item);
+      queued.push_back(item);
+    }
+    const std::uint32_t kind = uniform(0, 2);
+    const TokenPolicy policy = kind == 0   ? TokenPolicy{}
+                               : kind == 1 ? TokenPolicy{uniform(kMaxBatch, 600), 0}
+                                           : TokenPolicy{uniform(kMaxBatch, 600), uniform(1, 90)};
+    BATON_ASSERT_OK(finish.CopyFrom(flags));
+    if (!queued.empty()) {
+      ASSERT_EQ(cudaMemcpy(offers.data(), queued.data(), queued.size() * sizeof(WorkItem),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+    ASSERT_EQ(test::EnqueuePagedBatchRound(args, book, pages, finish.data(), offers.data(),
+                                           static_cast<std::uint32_t>(queued.size()), policy,
+                                           outputs.data(), outputs.data() + 1, outputs.data() + 2,
+                                           stream.get()),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+
+    // The reference: retire, admit from the queue's head while it fits, plan.
+    const StepArgs& a = model.args();
+    for (std::uint32_t p = 0; p < model.batch(); ++p) {
+      a.finished[p] = flags[p];
+      if (flags[p]) a.results[p] = test::TestResult(p, a.items[p].id);
+    }
+    std::uint32_t retiring = 0;
+    model.Retire([&](std::uint32_t) { ++retiring; });
+    while (!pending.empty() && model.CanAdmit(pending.front())) {
+      model.Admit(pending.front());
+      pending.pop_front();
+      ++admitted_total;
+    }
+    const std::uint32_t rows = model.PlanTokens(policy);
+
+    std::uint32_t got[3] = {};
+    ASSERT_EQ(cudaMemcpy(got, outputs.data(), sizeof(got), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(got[0], retiring);
+    ASSERT_EQ(got[1], rows);
+    queued.erase(queued.begin(), queued.begin() + got[2]);
+    detail::BatchCounts c{};
+    ASSERT_EQ(cudaMemcpy(&c, counts.data(), sizeof(c), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(c.batch, model.batch());
+    ASSERT_EQ(c.reserved_pages, model.page_pool().reserved);
+    ASSERT_EQ(c.free_pages, model.page_pool().free_count);
+    // Held, then still queued: the reference's queue, in order.
+    ASSERT_EQ(c.held + queued.size(), pending.size());
+    std::vector<WorkItem> held_host(detail::kHeldItems);
+    BATON_ASSERT_OK(held.CopyTo(absl::MakeSpan(held_host)));
+    for (std::uint32_t i = 0; i < c.held; ++i) ASSERT_EQ(held_host[i].id, pending[i].id) << i;
+    std::vector<WorkItem> items_host(kMaxBatch);
+    std::vector<std::uint32_t> words_host(kStepWords * kMaxBatch), pages_host(kPool),
+        table_host(kMaxBatch * kPerSlot);
+    BATON_ASSERT_OK(items.CopyTo(absl::MakeSpan(items_host)));
+    BATON_ASSERT_OK(words.CopyTo(absl::MakeSpan(words_host)));
+    BATON_ASSERT_OK(free_pages.CopyTo(absl::MakeSpan(pages_host)));
+    BATON_ASSERT_OK(table.CopyTo(absl::MakeSpan(table_host)));
+    for (std::uint32_t i = 0; i < c.free_pages; ++i) {
+      ASSERT_EQ(pages_host[i], model.page_pool().free_pages[i]) << "free page " << i;
+    }
+    for (std::uint32_t p = 0; p < c.batch; ++p) {
+      SCOPED_TRACE(::testing::Message() << "position " << p);
+      ASSERT_EQ(items_host[p].id, expected.items[p].id);
+      const std::uint32_t slot = words_host[p];
+      ASSERT_EQ(slot, expected.slots[p]);
+      ASSERT_EQ(words_host[2 * kMaxBatch + p], expected.item_tokens[p]);
+      ASSERT_EQ(words_host[3 * kMaxBatch + p], expected.tokens[p]);
+      const std::uint32_t held_pages =
+          HeldPages(pages, expected.items[p], expected.item_tokens[p] + expected.tokens[p]);
+      for (std::uint32_t j = 0; j < held_pages; ++j) {
+        ASSERT_EQ(table_host[slot * kPerSlot + j], model.page_table()[slot * kPerSlot + j])
+            << "page " << j;
+      }
+    }
+  }
+  EXPECT_GT(admitted_total, 200u) << "the pool was exercised";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "baton/batch_policy.h"
+#include "baton/page_policy.h"
 #include "baton/step_args.h"
 #include "scheduler/batch_book.h"
 
@@ -29,5 +30,17 @@ namespace baton::test {
                                             std::uint32_t offer_count, TokenPolicy policy,
                                             bool hinted, std::uint32_t* retired_count,
                                             std::uint32_t* rows, cudaStream_t stream);
+
+// The same round for a paged program (baton/page_policy.h), as the
+// decision runs it: retire (releasing pages) and compact or advance, admit
+// the held items, then offer `offers` a warp's claim at a time while nothing
+// is held (*consumed = offers taken, the rest stay queued), plan the tokens
+// (registers unknown) and map the step's pages.
+[[nodiscard]] cudaError_t EnqueuePagedBatchRound(StepArgs args, detail::BatchBook book,
+                                                 PagePolicy pages, const std::uint8_t* finish,
+                                                 const WorkItem* offers, std::uint32_t offer_count,
+                                                 TokenPolicy policy, std::uint32_t* retired_count,
+                                                 std::uint32_t* rows, std::uint32_t* consumed,
+                                                 cudaStream_t stream);
 
 }  // namespace baton::test

@@ -279,8 +279,19 @@ TEST_F(DecoderModelTest, ItemsWithoutAValidEntryAreRefusedAndLoseNothing) {
   BATON_ASSERT_OK(model->WriteRequests(0, requests));
   BATON_ASSERT_OK_AND_ASSIGN(auto runtime, Runtime::Create(RuntimeOptions{}));
   BATON_ASSERT_OK(runtime->RegisterStepProgram(model->MakeStepProgram()));
-  BATON_ASSERT_OK(runtime->Submit({model->WorkItemFor(0), model->WorkItemFor(7),
-                                   WorkItem::make(123, 1, 3), model->WorkItemFor(1)}));
+  // An item that declares no token bound (the pages it reserves) is refused
+  // at Submit, naming the payload's field, and nothing of its batch is queued.
+  const absl::Status unbounded =
+      runtime->Submit({model->WorkItemFor(0), WorkItem::make(123, 1, 3)});
+  EXPECT_EQ(unbounded.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unbounded.message().find("item 1 (id 1)"), std::string::npos) << unbounded;
+  EXPECT_NE(unbounded.message().find("payload's high 32 bits"), std::string::npos) << unbounded;
+  EXPECT_NE(unbounded.message().find("nothing was submitted"), std::string::npos) << unbounded;
+  EXPECT_EQ(runtime->stats().submitted, 0u);
+  // A foreign kind with a bound reaches the device, which refuses it.
+  BATON_ASSERT_OK(
+      runtime->Submit({model->WorkItemFor(0), model->WorkItemFor(7),
+                       WorkItem::make(123, 1, std::uint64_t{8} << 32 | 3), model->WorkItemFor(1)}));
   BATON_ASSERT_OK(runtime->Start(Engine::kTailLaunch));
   std::map<std::uint32_t, std::vector<Completion>> seen;
   std::vector<Completion> out(8);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "baton/decoder_model.h"
 
@@ -125,6 +126,21 @@ TEST(DecoderModelOptionsTest, TheBudgetTheChunkAndTheStreamWindowAreChecked) {
                 "65536]");
   options.stream_window = 0;
   ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::stream_window is 0");
+}
+
+// KV pages hold a power of two of tokens, within [16, 4096].
+TEST(DecoderModelOptionsTest, ThePageSizeIsAPowerOfTwoInRange) {
+  DecoderModelOptions options;
+  for (std::uint32_t page : {0u, 8u, 48u, 8192u}) {
+    options.kv_page_tokens = page;
+    ExpectInvalid(ValidateDecoderModelOptions(options),
+                  "DecoderModelOptions::kv_page_tokens is " + std::to_string(page) +
+                      "; it must be a power of two in [16, 4096] (e.g. 64)");
+  }
+  for (std::uint32_t page : {16u, 64u, 4096u}) {
+    options.kv_page_tokens = page;
+    EXPECT_TRUE(ValidateDecoderModelOptions(options).ok()) << page;
+  }
 }
 
 }  // namespace

@@ -58,17 +58,7 @@ DecoderConfig Tiny(DecoderDType dtype) {
 
 // Grouped-query attention (8 query heads on 2), heads of 64, q/k/v biases,
 // llama3 RoPE.
-DecoderConfig Grouped(DecoderDType dtype) {
-  DecoderConfig c = Tiny(dtype);
-  c.heads = 8;
-  c.kv_heads = 2;
-  c.head_dim = 64;
-  c.qkv_bias = true;
-  c.rope.scaling = RopeScalingType::kLlama3;
-  c.rope.factor = 8.0f;
-  c.rope.original_max_position_embeddings = 128;
-  return c;
-}
+DecoderConfig Grouped(DecoderDType dtype) { return testing::GroupedDecoderConfig(dtype); }
 
 const char* GemmName(DecoderGemm gemm) {
   switch (gemm) {

@@ -154,5 +154,27 @@ TEST(StepProgram, TokenBudgetHoldsTheBatchAndFitsTheLargestBucket) {
                        "tokens.max_chunk_tokens is 4 without a token budget"));
 }
 
+// A paged program's pages hold a power of two of tokens, its pool and table
+// rows are not empty, and its page table exists.
+TEST(StepProgram, PagesArePowersOfTwoWithAPoolARowAndATable) {
+  StepProgram program;
+  program.name = "paged";
+  program.buckets = {1, 2, 4};
+  program.enqueue = [](const StepContext&, cudaStream_t) { return absl::OkStatus(); };
+  program.max_batch = 4;
+  std::uint32_t table = 0;  // never dereferenced here
+  program.pages = PagePolicy{48, 8, 2, &table};
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
+                       "StepProgram::pages.page_tokens is 48: pages hold a power of two"));
+  program.pages = PagePolicy{16, 0, 2, &table};
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
+                       "StepProgram::pages.pool_pages is 0 and pages_per_slot 2"));
+  program.pages = PagePolicy{16, 8, 2, nullptr};
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
+                       "StepProgram::pages.page_table is null"));
+  program.pages = PagePolicy{16, 8, 2, &table};
+  EXPECT_TRUE(ValidateStepProgram(program, RuntimeOptions{}).ok());
+}
+
 }  // namespace
 }  // namespace baton

@@ -24,6 +24,9 @@
 //    prompt first, so its first token comes as early as the budget allows.
 //  - Bucket: the smallest bucket holding both the step's rows and its
 //    positions.
+//  - Pages (a paged program, page_policy.h): admission also waits for the
+//    pool to cover the head item's reserve; pages are mapped after the token
+//    plan and released at retirement.
 #pragma once
 
 #include <cstdint>

@@ -104,11 +104,20 @@ struct DecoderModelOptions {
   std::uint64_t weight_seed = 1;  // the synthetic model's weights
   // With a checkpoint: tokens one sequence may hold (prompt + generated), at
   // most max_position_embeddings and kDecoderMaxContext (8192); 0: the most
-  // the checkpoint, the attention kernels and the GPU's free memory allow
-  // (the KV cache of max_batch sequences, the request table, with a reserve
-  // for the step's activations). The KV cache is sized by it; info() says
+  // the checkpoint, the attention kernels and the KV pool allow. info() says
   // what limited it.
   std::uint32_t max_context = 0;
+  // The KV cache is one pool of pages of kv_page_tokens tokens (a power of
+  // two in [16, 4096]), handed to sequences by the device scheduler as they
+  // grow and taken back when they finish (baton/page_policy.h: a request
+  // reserves its prompt + max_new_tokens at admission and waits while the
+  // pool cannot cover it). 64: a page is a whole tile of the chunk
+  // attention, and a sequence wastes less than one page.
+  std::uint32_t kv_page_tokens = 64;
+  // Pages in the pool; 0: enough for max_batch sequences at max_context, or,
+  // with a checkpoint, what the GPU's free memory holds after the weights,
+  // the request table and a reserve for the step's activations, if less.
+  std::uint32_t kv_pool_pages = 0;
   // With a checkpoint: the weights' and activations' type (default: the
   // checkpoint's fp16/bf16; a float32 checkpoint converts to bf16).
   std::optional<DecoderDType> dtype;
@@ -141,6 +150,9 @@ struct DecoderModelInfo {
   std::string architecture;                 // "LlamaForCausalLM", ...; "synthetic"
   std::vector<std::int32_t> eos_token_ids;  // config.json's eos_token_id (empty: none)
   std::string context_limit;                // what set config().max_context
+  std::uint32_t kv_page_tokens = 0;         // the KV pool: pages of this many tokens
+  std::uint32_t kv_pool_pages = 0;          // pages in the pool
+  std::string kv_pool_limit;                // what set kv_pool_pages
 };
 
 class DecoderModel {
@@ -168,7 +180,9 @@ class DecoderModel {
                                            absl::Span<const DecodeRequest> requests);
 
   // The work item that runs entry `entry` as last written: it carries the
-  // prompt's length (its input, by which the scheduler chunks it). An entry
+  // prompt's length (its input, by which the scheduler chunks it) and, in
+  // its payload's high 32 bits, prompt + max_new_tokens (the tokens whose KV
+  // pages it reserves). An entry
   // never written gives an item the device refuses (kRefusedRequest).
   [[nodiscard]] WorkItem WorkItemFor(std::uint32_t entry) const;
 

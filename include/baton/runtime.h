@@ -79,6 +79,11 @@ struct RuntimeStats {
                                       // the scheduler's own included (dynamic parallelism)
   std::uint64_t engine_launches = 0;  // host launches of an engine (start + resumes)
   std::uint64_t engine_exits = 0;
+  // A paged program's page pool (StepProgram::pages), as of the read (a
+  // snapshot through the copy engine): pages free, and pages the admitted
+  // items reserve. Once the loop is drained, free is the whole pool again.
+  std::uint32_t free_pages = 0;
+  std::uint32_t reserved_pages = 0;
 };
 
 struct StopReport {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "baton/batch_policy.h"
+#include "baton/page_policy.h"
 #include "baton/step_args.h"
 
 namespace baton {
@@ -83,6 +84,10 @@ struct StepProgram {
   std::uint32_t max_batch = 0;
   // How steps are filled: by default one token per active item per step.
   TokenPolicy tokens;
+  // Paged per-token state (baton/page_policy.h): off by default. When on,
+  // every item's payload carries its token bound in its high 32 bits, and
+  // Submit refuses an item whose reserve exceeds the pool or a slot's row.
+  PagePolicy pages;
 };
 
 }  // namespace baton

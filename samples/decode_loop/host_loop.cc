@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(const StepProgram& pr
   std::unique_ptr<HostLoop> loop(new HostLoop());
   loop->max_batch_ = program.max_batch;
   loop->policy_ = program.tokens;
+  loop->pages_ = program.pages;
   const std::uint32_t max_tokens = std::max(program.max_batch, program.tokens.max_tokens_per_step);
   if (program.max_batch == 0 || program.buckets.empty() || program.buckets.back() < max_tokens) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -143,15 +144,22 @@ absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first
                            std::vector<Completion>& completions,
                            const std::function<void()>& after_step) {
   const StepArgs& a = host_args_;
-  HostBatch b(a);
+  HostBatch b(a, pages_);
   std::size_t next = 0;
   std::uint64_t step = first_step;
   std::fill(a.finished, a.finished + max_batch_, 0u);
   for (;;) {
-    while (b.CanAdmit() && next < items.size()) b.Admit(items[next++]);
+    while (next < items.size() && b.CanAdmit(items[next])) b.Admit(items[next++]);
     const std::uint32_t batch = b.batch();
     if (batch == 0) break;
     const std::uint32_t rows = b.PlanTokens(policy_);
+    // The page table, when this step's plan or the last retirement changed
+    // it (the device scheduler writes it in place; here it goes up).
+    if (b.TakePagesChanged()) {
+      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pages_.page_table, b.page_table().data(),
+                                                 b.page_table().size() * sizeof(std::uint32_t),
+                                                 cudaMemcpyHostToDevice, stream_.get()));
+    }
     const int bucket =
         ChooseStepBucket(buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), batch, rows);
     if (bucket < 0) return absl::InternalError("HostLoop: no bucket holds the step");
@@ -214,6 +222,17 @@ absl::Status HostLoop::PrepareScheduleReplay(const StepProgram& program,
       offset += tokens;
     }
     replay_buckets_.push_back(static_cast<std::uint32_t>(bucket));
+  }
+  // Slot s's pages s * pages_per_slot + j (modulo the pool): the replay
+  // times the work, whatever the cache holds.
+  if (pages_.paged()) {
+    std::vector<std::uint32_t> table(std::size_t{max_batch_} * pages_.pages_per_slot);
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      table[i] = static_cast<std::uint32_t>(i % pages_.pool_pages);
+    }
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(pages_.page_table, table.data(),
+                                          table.size() * sizeof(std::uint32_t),
+                                          cudaMemcpyHostToDevice));
   }
   BATON_ASSIGN_OR_RETURN(replay_args_, DeviceBuffer<unsigned char>::Create(staged.size()));
   BATON_CUDA_RETURN_IF_ERROR(

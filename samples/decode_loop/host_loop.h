@@ -96,6 +96,7 @@ class HostLoop {
 
   std::uint32_t max_batch_ = 0;
   TokenPolicy policy_;
+  PagePolicy pages_;  // the program's: Run uploads its table, the replay writes one
   std::vector<std::uint32_t> buckets_;
   Stream stream_;
   // Device: [header | items | slots | item_steps | item_tokens | tokens |

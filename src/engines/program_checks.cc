@@ -56,6 +56,53 @@ absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_b
   return absl::OkStatus();
 }
 
+absl::Status ValidatePagePolicy(const StepProgram& program) {
+  const PagePolicy& pages = program.pages;
+  if (!pages.paged()) return absl::OkStatus();
+  const auto refuse = [&](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step program '", program.name, "': StepProgram::pages.", what));
+  };
+  if ((pages.page_tokens & (pages.page_tokens - 1)) != 0) {
+    return refuse(absl::StrCat("page_tokens is ", pages.page_tokens,
+                               ": pages hold a power of two of tokens (e.g. 64), or 0 for none"));
+  }
+  if (pages.pool_pages == 0 || pages.pages_per_slot == 0) {
+    return refuse(absl::StrCat("pool_pages is ", pages.pool_pages, " and pages_per_slot ",
+                               pages.pages_per_slot,
+                               ": a paged program needs at least one of each"));
+  }
+  if (pages.page_table == nullptr) {
+    return refuse(
+        "page_table is null: point it at the program's [max_batch][pages_per_slot] "
+        "table in device memory");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePagedItems(const StepProgram& program, absl::Span<const WorkItem> items) {
+  const PagePolicy& pages = program.pages;
+  if (!pages.paged()) return absl::OkStatus();
+  const std::uint32_t limit =
+      pages.pool_pages < pages.pages_per_slot ? pages.pool_pages : pages.pages_per_slot;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::uint32_t bound = ItemTokenBound(items[i]);
+    const std::uint32_t need = PagesFor(pages, bound);
+    if (bound == 0 || need > limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Submit: item ", i, " (id ", items[i].id, ") of step program '", program.name,
+          "' declares a token bound of ", bound,
+          " (its payload's high 32 bits): a paged program's "
+          "items need a bound of 1 to ",
+          std::uint64_t{limit} * pages.page_tokens, " tokens (", limit, " pages of ",
+          pages.page_tokens,
+          ", the smaller of StepProgram::pages.pool_pages and pages_per_slot); nothing was "
+          "submitted"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckProgramFitsEngine(const StepProgram& program, std::uint32_t max_batch,
                                     Engine engine) {
   if (engine == Engine::kDynamicParallelism) {

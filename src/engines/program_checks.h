@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "baton/bucket_entry.h"
 #include "baton/engine.h"
 #include "baton/step_program.h"
@@ -24,6 +25,14 @@ namespace baton::detail {
 // Part of ValidateStepProgram: the token policy fits the batch (a budget
 // holds every decoding item's token).
 [[nodiscard]] absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_batch);
+
+// Part of ValidateStepProgram: a paged program's page policy is usable.
+[[nodiscard]] absl::Status ValidatePagePolicy(const StepProgram& program);
+
+// At Submit: every item of a paged program declares a token bound its
+// reserve can hold (InvalidArgument naming the first that does not).
+[[nodiscard]] absl::Status ValidatePagedItems(const StepProgram& program,
+                                              absl::Span<const WorkItem> items);
 
 // At Start: FailedPrecondition (naming what to set) when `program` cannot run
 // on `engine`.

@@ -37,7 +37,8 @@ absl::Status LoopState::Init(const RuntimeOptions& options) {
   return WriteControl(SchedulerControl{});
 }
 
-absl::Status LoopState::AttachBatch(std::uint32_t max_batch, const TokenPolicy& policy) {
+absl::Status LoopState::AttachBatch(std::uint32_t max_batch, const TokenPolicy& policy,
+                                    const PagePolicy& pages) {
   if (has_batch()) return absl::FailedPreconditionError("LoopState: the batch is attached once");
   const std::uint32_t n = max_batch;
   BATON_ASSIGN_OR_RETURN(header_, DeviceBuffer<StepHeader>::Create(1));
@@ -46,6 +47,11 @@ absl::Status LoopState::AttachBatch(std::uint32_t max_batch, const TokenPolicy& 
   BATON_ASSIGN_OR_RETURN(counts_, DeviceBuffer<BatchCounts>::Create(1));
   BATON_ASSIGN_OR_RETURN(free_slots_, DeviceBuffer<std::uint32_t>::Create(n));
   BATON_ASSIGN_OR_RETURN(retired_, DeviceBuffer<Completion>::Create(n));
+  if (pages.paged()) {
+    BATON_ASSIGN_OR_RETURN(free_pages_, DeviceBuffer<std::uint32_t>::Create(pages.pool_pages));
+    BATON_ASSIGN_OR_RETURN(held_, DeviceBuffer<WorkItem>::Create(kHeldItems));
+    BATON_RETURN_IF_ERROR(held_.Fill(0xFF));
+  }
   BATON_RETURN_IF_ERROR(header_.Fill(0));
   BATON_RETURN_IF_ERROR(words_.Fill(0));
   // Every position holds an invalid item until one is admitted there, so a
@@ -54,6 +60,7 @@ absl::Status LoopState::AttachBatch(std::uint32_t max_batch, const TokenPolicy& 
   BATON_RETURN_IF_ERROR(items_.Fill(0xFF));
   max_batch_ = max_batch;
   policy_ = policy;
+  pages_ = pages;
   return ResetBatch();
 }
 
@@ -72,8 +79,10 @@ SchedulerParams LoopState::scheduler_params() const {
   params.queue = queue_.device_view();
   params.mailbox = mailbox_.device_view();
   params.args = args();
-  params.book = BatchBook{counts_.data(), free_slots_.data(), retired_.data()};
+  params.book = BatchBook{counts_.data(), free_slots_.data(), retired_.data(), free_pages_.data(),
+                          held_.data()};
   params.policy = policy_;
+  params.pages = pages_;
   params.control = control_.data();
   params.counters = counters_.data();
   params.status = status_.device();
@@ -91,7 +100,14 @@ absl::Status LoopState::ResetBatch() {
   std::vector<std::uint32_t> free(max_batch_);
   for (std::uint32_t i = 0; i < max_batch_; ++i) free[i] = max_batch_ - 1 - i;
   BATON_RETURN_IF_ERROR(free_slots_.CopyFrom(free));
-  const BatchCounts counts{0, max_batch_, 0, 0};
+  // Every page free, page 0 on top (HostBatch starts the same way).
+  BatchCounts counts{0, max_batch_, 0, 0};
+  if (pages_.paged()) {
+    std::vector<std::uint32_t> pages(pages_.pool_pages);
+    for (std::uint32_t i = 0; i < pages_.pool_pages; ++i) pages[i] = pages_.pool_pages - 1 - i;
+    BATON_RETURN_IF_ERROR(free_pages_.CopyFrom(pages));
+    counts.free_pages = pages_.pool_pages;
+  }
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(counts_.data(), &counts, sizeof(counts), cudaMemcpyHostToDevice));
   const std::uint32_t zero = 0;
@@ -125,15 +141,29 @@ absl::StatusOr<std::uint64_t> LoopState::ReadSteps() const {
   return steps;
 }
 
+absl::StatusOr<BatchCounts> LoopState::ReadBatchCounts() const {
+  BatchCounts counts{};
+  if (!has_batch()) return counts;
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&counts, counts_.data(), sizeof(counts),
+                                             cudaMemcpyDeviceToHost, control_stream_.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(control_stream_.get()));
+  return counts;
+}
+
 absl::StatusOr<std::vector<WorkItem>> LoopState::ReadActiveItems() const {
   if (!has_batch()) return std::vector<WorkItem>{};
   BatchCounts counts{};
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(&counts, counts_.data(), sizeof(counts), cudaMemcpyDeviceToHost));
-  std::vector<WorkItem> items(counts.batch);
+  std::vector<WorkItem> items(counts.batch + counts.held);
   if (counts.batch > 0) {
     BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(items.data(), items_.data(),
                                           counts.batch * sizeof(WorkItem), cudaMemcpyDeviceToHost));
+  }
+  // Items taken from the queue that were waiting for pages: in flight too.
+  if (counts.held > 0) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(items.data() + counts.batch, held_.data(),
+                                          counts.held * sizeof(WorkItem), cudaMemcpyDeviceToHost));
   }
   return items;
 }

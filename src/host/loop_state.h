@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "baton/batch_policy.h"
 #include "baton/cuda_resources.h"
+#include "baton/page_policy.h"
 #include "baton/runtime.h"
 #include "baton/work_queue.h"
 #include "completion/completion_mailbox.h"
@@ -36,7 +37,10 @@ class LoopState {
 
   // The batch's arrays, sized once the program says how many items it runs
   // at a time and how it fills a step (RegisterStepProgram). Once.
-  [[nodiscard]] absl::Status AttachBatch(std::uint32_t max_batch, const TokenPolicy& policy);
+  // `pages`: the program's paging (its page pool lives here; the program
+  // owns the page table).
+  [[nodiscard]] absl::Status AttachBatch(std::uint32_t max_batch, const TokenPolicy& policy,
+                                         const PagePolicy& pages);
   [[nodiscard]] bool has_batch() const { return max_batch_ != 0; }
   [[nodiscard]] std::uint32_t max_batch() const { return max_batch_; }
 
@@ -63,7 +67,10 @@ class LoopState {
   // Snapshots through the copy engine: no SM is needed, the loop keeps running.
   [[nodiscard]] absl::StatusOr<SchedulerCounters> ReadCounters() const;
   [[nodiscard]] absl::StatusOr<std::uint64_t> ReadSteps() const;
-  // The active items (call only once the loop has ended).
+  // The batch's counts (zeros before AttachBatch).
+  [[nodiscard]] absl::StatusOr<BatchCounts> ReadBatchCounts() const;
+  // The active items, then those held for pages (call only once the loop
+  // has ended).
   [[nodiscard]] absl::StatusOr<std::vector<WorkItem>> ReadActiveItems() const;
 
  private:
@@ -72,6 +79,7 @@ class LoopState {
 
   std::uint32_t max_batch_ = 0;
   TokenPolicy policy_;
+  PagePolicy pages_;
   WorkQueue queue_;
   CompletionMailbox mailbox_;
   Stream launch_stream_;
@@ -83,6 +91,8 @@ class LoopState {
   DeviceBuffer<BatchCounts> counts_;
   DeviceBuffer<std::uint32_t> free_slots_;
   DeviceBuffer<Completion> retired_;
+  DeviceBuffer<std::uint32_t> free_pages_;  // paged programs only
+  DeviceBuffer<WorkItem> held_;
   DeviceBuffer<SchedulerControl> control_;
   DeviceBuffer<SchedulerCounters> counters_;
   MappedHostBuffer<EngineStatus> status_;

@@ -41,7 +41,7 @@ class Runtime::Impl {
     }
     BATON_RETURN_IF_ERROR(ValidateStepProgram(program, options_));
     BATON_ASSIGN_OR_RETURN(const std::uint32_t max_batch, EffectiveMaxBatch(program, options_));
-    BATON_RETURN_IF_ERROR(loop_->AttachBatch(max_batch, program.tokens));
+    BATON_RETURN_IF_ERROR(loop_->AttachBatch(max_batch, program.tokens, program.pages));
     program_ = std::move(program);
     state_ = State::kReady;
     return absl::OkStatus();
@@ -60,6 +60,7 @@ class Runtime::Impl {
           "Submit after Stop/Abort: the runtime is stopped; Start it again first (items still "
           "queued resume then)");
     }
+    BATON_RETURN_IF_ERROR(detail::ValidatePagedItems(program_, items));
     size_t accepted = 0;
     const absl::Status seeded = loop_->queue().Seed(items, &accepted);
     submitted_ += accepted;
@@ -109,6 +110,11 @@ class Runtime::Impl {
       stats.admitted = counters->admitted;
       stats.device_launches = counters->device_launches;
       stats.engine_exits = counters->exits;
+    }
+    const absl::StatusOr<detail::BatchCounts> counts = loop_->ReadBatchCounts();
+    if (counts.ok()) {
+      stats.free_pages = counts->free_pages;
+      stats.reserved_pages = counts->reserved_pages;
     }
     return stats;
   }

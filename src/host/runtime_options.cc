@@ -109,6 +109,7 @@ absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOption
   BATON_RETURN_IF_ERROR(CheckMailboxHoldsBatch(options, max_batch));
   BATON_RETURN_IF_ERROR(detail::ValidateDeviceStep(program, max_batch));
   BATON_RETURN_IF_ERROR(detail::ValidateTokenPolicy(program, max_batch));
+  BATON_RETURN_IF_ERROR(detail::ValidatePagePolicy(program));
   if (!program.enqueue && !device_step) {
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "' has no enqueue function"));

@@ -102,9 +102,10 @@ __device__ __forceinline__ void rope_append_body(DecoderConfig config, const flo
   }
   for (int d = threadIdx.x * V; d < config.kv_width(); d += kRopeAppendThreads * V) {
     const int kv_head = d / config.head_dim;
-    const std::size_t row = cache_row(config, slot, kv_head, pos) + d % config.head_dim;
+    bool mapped = false;
+    const std::size_t row = kv_row(config, cache, slot, kv_head, pos, mapped) + d % config.head_dim;
     rope_key_value_piece<T, V>(k, v, static_cast<T*>(cache.keys), static_cast<T*>(cache.values),
-                               row, d, RopeAngles<V>(config, inv_freq, pos, d), /*append=*/true);
+                               row, d, RopeAngles<V>(config, inv_freq, pos, d), mapped);
   }
 }
 
@@ -162,6 +163,9 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   const int group = threadIdx.x / pieces;
   const int piece = threadIdx.x % pieces;
   constexpr int kValueUnroll = 4;
+  // Rows of the cache by (slot, kv head, position): kv_row, dense or paged.
+  T* const cache_keys = static_cast<T*>(cache.keys);
+  T* const cache_values = static_cast<T*>(cache.values);
   // The cache rows before pos were written by earlier steps: final when this
   // kernel starts. With a settled batch the thread's first key chunk and
   // first values are loaded before the wait, off the critical path (only row
@@ -184,21 +188,18 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   const auto load_history = [&](std::uint32_t s, int r, int limit,
                                 Packed<T, V>(&key_rows)[kAttentionChunk],
                                 Packed<T, V>(&value_rows)[kValueUnroll]) {
-    const T* keys = static_cast<const T*>(cache.keys) + cache_row(config, s, kv_head, 0);
-    const T* values = static_cast<const T*>(cache.values) + cache_row(config, s, kv_head, 0);
     const int t = threadIdx.x + r * kAttentionThreads;
+    const T* key = t < limit ? cache_keys + kv_row(config, cache, s, kv_head, t) : cache_keys;
 #pragma unroll
     for (int j = 0; j < kAttentionChunk; ++j) {
-      key_rows[j] = t < limit && j < pieces
-                        ? load_packed<T, V>(keys + static_cast<std::size_t>(t) * hd + j * V)
-                        : zero_packed<T, V>();
+      key_rows[j] = t < limit && j < pieces ? load_packed<T, V>(key + j * V) : zero_packed<T, V>();
     }
 #pragma unroll
     for (int j = 0; j < kValueUnroll; ++j) {
       const int tv = group + (r * kValueUnroll + j) * groups;
       value_rows[j] =
           group < groups && tv < limit
-              ? load_packed<T, V>(values + static_cast<std::size_t>(tv) * hd + piece * V)
+              ? load_packed<T, V>(cache_values + kv_row(config, cache, s, kv_head, tv) + piece * V)
               : zero_packed<T, V>();
     }
   };
@@ -208,11 +209,16 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   // A thread's RoPE piece (a head has at most 64 pieces: one per thread).
   const bool rope_thread = threadIdx.x < pieces;
   RopeAngles<V> angles;
+  // Row pos's place in the cache (its page looked up with the position, off
+  // the critical path when the batch is settled).
+  std::size_t pos_row = 0;
+  bool pos_mapped = false;
   const auto look_up = [&] {
     if (Rope && batch.fresh != nullptr) fresh = static_cast<int>(batch.fresh[p]);
     in_range = look_up_sequence(batch, config, p, live, slot, pos, load_early);
-    if (Rope && rope_thread && in_range) {
-      angles = RopeAngles<V>(config, inv_freq, pos, threadIdx.x * V);
+    if (rope_thread && in_range) {
+      pos_row = kv_row(config, cache, slot, kv_head, pos, pos_mapped);
+      if (Rope) angles = RopeAngles<V>(config, inv_freq, pos, threadIdx.x * V);
     }
   };
   if (batch.settled) look_up();
@@ -236,8 +242,10 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   T* q_row = qkv_row + head * hd;
   const T* k_row = qkv_row + config.attention_width() + kv_head * hd;
   const T* v_row = qkv_row + config.attention_width() + config.kv_width() + kv_head * hd;
-  T* keys = static_cast<T*>(cache.keys) + cache_row(config, slot, kv_head, 0);
-  T* values = static_cast<T*>(cache.values) + cache_row(config, slot, kv_head, 0);
+  const auto key_row = [&](int t) { return cache_keys + kv_row(config, cache, slot, kv_head, t); };
+  const auto value_row = [&](int t) {
+    return cache_values + kv_row(config, cache, slot, kv_head, t);
+  };
   // The next round of history rows (keys kAttentionThreads.., values after
   // the first kValueUnroll per group), issued now so that they arrive with
   // q, k and v instead of a round trip after the scores (contexts up to 256
@@ -248,18 +256,17 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   if (rope_thread) {
     const int i = threadIdx.x;
     float qf[V];
+    const std::size_t row = pos_row + i * V;
     if constexpr (Rope) {
       rope_query_piece<T, V>(q_row, i * V, angles, qf);
-      rope_key_value_piece<T, V>(k_row, v_row, keys, values,
-                                 static_cast<std::size_t>(pos) * hd + i * V, i * V, angles, appends,
-                                 fresh_k + i * V, fresh_v + i * V);
+      rope_key_value_piece<T, V>(k_row, v_row, cache_keys, cache_values, row, i * V, angles,
+                                 appends && pos_mapped, fresh_k + i * V, fresh_v + i * V);
     } else {
       const auto qv = load_packed<T, V>(q_row + i * V);
-      const std::size_t row = static_cast<std::size_t>(pos) * hd + i * V;
       *reinterpret_cast<typename Bits<V>::type*>(fresh_k + i * V) =
-          load_packed<T, V>(keys + row).bits;
+          load_packed<T, V>(cache_keys + row).bits;
       *reinterpret_cast<typename Bits<V>::type*>(fresh_v + i * V) =
-          load_packed<T, V>(values + row).bits;
+          load_packed<T, V>(cache_values + row).bits;
 #pragma unroll
       for (int e = 0; e < V; ++e) qf[e] = qv[e];
     }
@@ -279,7 +286,7 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
       local_max = fmaxf(local_max, score);
       continue;
     }
-    const T* key = t == pos ? fresh_k : keys + static_cast<std::size_t>(t) * hd;
+    const T* key = t == pos ? fresh_k : key_row(t);
     float dot = 0.0f;
     for (int c0 = 0; c0 < pieces; c0 += kAttentionChunk) {
       const bool loaded = c0 == 0 && t < hist && t < 2 * kAttentionThreads;
@@ -330,9 +337,8 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
                     ? load_packed<T, V>(
                           qkv_row - static_cast<std::ptrdiff_t>(pos - t) * config.qkv_width() +
                           config.attention_width() + config.kv_width() + kv_head * hd + piece * V)
-                : t < context
-                    ? load_packed<T, V>(values + static_cast<std::size_t>(t) * hd + piece * V)
-                    : zero_packed<T, V>();
+                : t < context ? load_packed<T, V>(value_row(t) + piece * V)
+                              : zero_packed<T, V>();
       }
 #pragma unroll
       for (int j = 0; j < kValueUnroll; ++j) {

@@ -279,10 +279,8 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   const int key_tiles = (kv_end + kTileKeys - 1) / kTileKeys;
   const std::size_t qkv_width = config.qkv_width();
   const std::size_t out_width = config.attention_width();
-  const T* keys =
-      static_cast<const T*>(cache.keys) + decode::cache_row(config, work.slot, kv_head, 0);
-  const T* values =
-      static_cast<const T*>(cache.values) + decode::cache_row(config, work.slot, kv_head, 0);
+  const T* keys = static_cast<const T*>(cache.keys);
+  const T* values = static_cast<const T*>(cache.values);
   // Query row r of the tile: its token's row and its head's column.
   const auto head_offset = [&](int r, std::size_t width) {
     const int qr = row0 + r;
@@ -307,8 +305,6 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   }
   const auto load_keys_values = [&](int tile, int stage) {
     const int limit = kv_end - tile * kTileKeys;  // rows of this tile in the context
-    const T* k_tile = keys + static_cast<std::size_t>(tile) * kTileKeys * D;
-    const T* v_tile = values + static_cast<std::size_t>(tile) * kTileKeys * D;
     const unsigned stage_offset = stage * kStageBytes;
 #pragma unroll
     for (int n = 0; n < kLoads; ++n) {
@@ -316,9 +312,12 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
       const int r = i / kChunks, c = i % kChunks;
       const bool valid = r < limit;
       const unsigned to = stage_offset + r * kRowBytes + ((c ^ (r & 7)) << 4);
-      const int from = valid ? r * D + c * 8 : 0;
-      cp_async_16(k_base + to, k_tile + from, valid);
-      cp_async_16(v_base + to, v_tile + from, valid);
+      // The row's place in the cache (dense or paged): key tile * 64 + r.
+      const std::size_t from =
+          valid ? decode::kv_row(config, cache, work.slot, kv_head, tile * kTileKeys + r) + c * 8
+                : 0;
+      cp_async_16(k_base + to, keys + from, valid);
+      cp_async_16(v_base + to, values + from, valid);
     }
   };
   load_keys_values(0, 0);

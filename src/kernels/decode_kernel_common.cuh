@@ -199,13 +199,41 @@ class ClusterToFirstBlock {
   bool split_;
 };
 
-// Row `pos` of key/value head `kv_head` of a slot's KV cache.
+// Row `pos` of key/value head `kv_head` of a slot's dense KV cache.
 __device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32_t slot,
                                         int kv_head, int pos) {
   return ((static_cast<std::size_t>(slot) * config.key_value_heads() + kv_head) *
               config.max_context +
           pos) *
          config.head_dim;
+}
+
+// The element offset of row `pos` (0 <= pos < max_context) of key/value head
+// `kv_head` of a slot's KV cache, dense or paged (KvCacheLayer); `mapped`
+// is false for a paged row whose page is not mapped (the offset is then
+// page 0's, in bounds). The page table is written by the scheduler before
+// the step's first node, so it is read through the read-only cache.
+__device__ inline std::size_t kv_row(const DecoderConfig& config, const KvCacheLayer& cache,
+                                     std::uint32_t slot, int kv_head, int pos, bool& mapped) {
+  mapped = true;
+  if (cache.page_table == nullptr) return cache_row(config, slot, kv_head, pos);
+  const std::uint32_t index = static_cast<std::uint32_t>(pos) >> cache.page_shift;
+  std::uint32_t page =
+      index < cache.pages_per_slot
+          ? __ldg(cache.page_table + static_cast<std::size_t>(slot) * cache.pages_per_slot + index)
+          : cache.pool_pages;
+  mapped = page < cache.pool_pages;
+  if (!mapped) page = 0;
+  const std::uint32_t within = static_cast<std::uint32_t>(pos) & ((1u << cache.page_shift) - 1u);
+  return (((static_cast<std::size_t>(page) * config.key_value_heads() + kv_head)
+           << cache.page_shift) +
+          within) *
+         config.head_dim;
+}
+__device__ inline std::size_t kv_row(const DecoderConfig& config, const KvCacheLayer& cache,
+                                     std::uint32_t slot, int kv_head, int pos) {
+  bool mapped;
+  return kv_row(config, cache, slot, kv_head, pos, mapped);
 }
 
 }  // namespace baton::detail::decode

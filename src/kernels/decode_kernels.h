@@ -73,11 +73,20 @@ struct DecodeBatch {
   const std::uint32_t* rows = nullptr;
 };
 
-// KV cache of one layer, [max_slots, kv_heads, max_context, head_dim] for
-// keys and values alike, in the config's dtype.
+// KV cache of one layer, keys and values alike, in the config's dtype.
+// Dense (page_table null): [max_slots, kv_heads, max_context, head_dim].
+// Paged (baton/page_policy.h): [pool_pages, kv_heads, page_tokens, head_dim],
+// token t of slot s in page page_table[s * pages_per_slot + t / page_tokens];
+// a token whose page is not mapped (an entry >= pool_pages) is never
+// written, and reads of it (which only a broken schedule makes) stay in
+// bounds.
 struct KvCacheLayer {
   void* keys = nullptr;
   void* values = nullptr;
+  const std::uint32_t* page_table = nullptr;
+  std::uint32_t pages_per_slot = 0;
+  std::uint32_t page_shift = 0;  // log2(page_tokens)
+  std::uint32_t pool_pages = 0;
 };
 
 // hidden[p] = embedding[tokens[p]] (fp32). A token outside [0, vocab) gives a

@@ -74,7 +74,7 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
     BATON_ASSIGN_OR_RETURN(
         weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get()));
   }
-  if (ckpt.has_value() && options.max_context == 0) BATON_RETURN_IF_ERROR(FitContext());
+  BATON_RETURN_IF_ERROR(SizeKvPool(ckpt.has_value(), ckpt.has_value() && options.max_context == 0));
   BATON_RETURN_IF_ERROR(AllocateState());
   if (options.gemm != DecoderGemm::kBatonGemv) {
     BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
@@ -82,34 +82,57 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   return InitDeviceStep();
 }
 
-// The default context of a checkpoint shrinks to what the GPU's free memory
-// holds: the KV cache of max_batch sequences and the request table, with
-// kContextReserveBytes left for the rest.
-absl::Status DecoderModel::Impl::FitContext() {
-  std::size_t free_bytes = 0, total_bytes = 0;
-  BATON_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+// The KV pool: the option's pages, or max_batch sequences at max_context;
+// with a checkpoint, at most what the GPU's free memory holds after the
+// weights, the request table and kContextReserveBytes for the rest. When
+// the context is the default and the pool cannot hold one sequence of it,
+// the context shrinks to what the pool holds.
+absl::Status DecoderModel::Impl::SizeKvPool(bool checkpoint, bool fit_context) {
   const DecoderConfig& c = config_;
-  const std::size_t per_token =
-      std::size_t{options_.max_batch} * 2 * c.layers * c.kv_width() * sizeof(std::uint16_t) +
-      std::size_t{options_.max_requests} * sizeof(std::int32_t);
-  const std::size_t usable =
-      free_bytes > kContextReserveBytes ? free_bytes - kContextReserveBytes : 0;
-  const std::size_t fits = usable / per_token;
-  if (fits >= static_cast<std::size_t>(c.max_context)) return absl::OkStatus();
-  // A multiple of 256 tokens, so that the limit reads as a round number.
-  const int context = static_cast<int>(fits / 256 * 256);
-  if (context < 1) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "DecoderModel: %u MiB of GPU memory are free after the weights, too little for the KV "
-        "cache of max_batch %u sequences (%u KiB per token of context) plus %u MiB for the "
-        "step: lower DecoderModelOptions::max_batch or max_requests",
-        free_bytes >> 20, options_.max_batch, per_token >> 10, kContextReserveBytes >> 20));
+  const std::uint32_t page = options_.kv_page_tokens;
+  const std::size_t page_bytes =
+      std::size_t{2} * c.layers * c.kv_width() * page * sizeof(std::uint16_t);
+  const auto pages_for = [page](std::uint64_t tokens) {
+    return static_cast<std::uint32_t>((tokens + page - 1) / page);
+  };
+  std::uint64_t pool = std::uint64_t{options_.max_batch} * pages_for(c.max_context);
+  info_.kv_pool_limit = absl::StrFormat("max_batch (%u) sequences at max_context (%d)",
+                                        options_.max_batch, c.max_context);
+  if (options_.kv_pool_pages != 0) {
+    pool = options_.kv_pool_pages;
+    info_.kv_pool_limit = absl::StrCat("DecoderModelOptions::kv_pool_pages (", pool, ")");
+  } else if (checkpoint) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::size_t table =
+        std::size_t{options_.max_requests} * c.max_context * sizeof(std::int32_t);
+    const std::size_t kept = kContextReserveBytes + table;
+    const std::size_t fits = free_bytes > kept ? (free_bytes - kept) / page_bytes : 0;
+    if (fits == 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "DecoderModel: %u MiB of GPU memory are free after the weights, too little for one KV "
+          "page (%u KiB: %u tokens) beside the request table (%u MiB) and %u MiB kept for the "
+          "step: lower DecoderModelOptions::max_requests or max_context, or use a smaller model",
+          free_bytes >> 20, page_bytes >> 10, page, table >> 20, kContextReserveBytes >> 20));
+    }
+    if (fits < pool) {
+      pool = fits;
+      info_.kv_pool_limit = absl::StrFormat(
+          "GPU memory: %u MiB free after the weights hold %u pages of %u KiB, with %u MiB kept "
+          "for the step and the request table",
+          free_bytes >> 20, fits, page_bytes >> 10, kept >> 20);
+    }
   }
-  info_.context_limit = absl::StrFormat(
-      "GPU memory: %u MiB free after the weights hold the KV cache of max_batch %u sequences at "
-      "%d tokens each (%u KiB per token), with %u MiB kept for the step",
-      free_bytes >> 20, options_.max_batch, context, per_token >> 10, kContextReserveBytes >> 20);
-  config_.max_context = context;
+  pool = std::min<std::uint64_t>(pool, 0x7fffffffu);
+  if (fit_context && pool * page < static_cast<std::uint64_t>(c.max_context)) {
+    // A multiple of 256 tokens, so that the limit reads as a round number.
+    const std::uint64_t held = pool * page;
+    config_.max_context = static_cast<int>(held >= 256 ? held / 256 * 256 : held);
+    info_.context_limit = absl::StrCat("the KV pool (", info_.kv_pool_limit, ")");
+  }
+  info_.kv_page_tokens = page;
+  info_.kv_pool_pages = static_cast<std::uint32_t>(pool);
+  pages_per_slot_ = pages_for(config_.max_context);
   return absl::OkStatus();
 }
 
@@ -120,13 +143,26 @@ absl::Status DecoderModel::Impl::FitContext() {
 absl::Status DecoderModel::Impl::AllocateState() {
   const DecoderConfig& c = config_;
   cudaStream_t s = stream_.get();
-  // [max_batch slots, kv_heads, max_context, head_dim] per layer, keys and values.
-  const std::size_t kv_elements = static_cast<std::size_t>(options_.max_batch) *
-                                  c.key_value_heads() * c.max_context * c.head_dim;
+  // [pool pages, kv_heads, page_tokens, head_dim] per layer, keys and values,
+  // and the page table the scheduler writes ([max_batch][pages_per_slot]).
+  const std::uint32_t page = options_.kv_page_tokens;
+  const std::size_t kv_elements =
+      std::size_t{info_.kv_pool_pages} * c.key_value_heads() * page * c.head_dim;
   BATON_RETURN_IF_ERROR(Allocate(kv_, 2 * kv_elements * c.layers, s));
+  BATON_ASSIGN_OR_RETURN(page_table_, DeviceBuffer<std::uint32_t>::Create(
+                                          std::size_t{options_.max_batch} * pages_per_slot_));
+  BATON_RETURN_IF_ERROR(page_table_.Fill(0xFF, s));  // kNoPage: nothing mapped
+  std::uint32_t shift = 0;
+  while ((1u << shift) < page) ++shift;
   for (int l = 0; l < c.layers; ++l) {
-    caches_.push_back(
-        KvCacheLayer{kv_.data() + (2 * l) * kv_elements, kv_.data() + (2 * l + 1) * kv_elements});
+    KvCacheLayer cache;
+    cache.keys = kv_.data() + (2 * l) * kv_elements;
+    cache.values = kv_.data() + (2 * l + 1) * kv_elements;
+    cache.page_table = page_table_.data();
+    cache.pages_per_slot = pages_per_slot_;
+    cache.page_shift = shift;
+    cache.pool_pages = info_.kv_pool_pages;
+    caches_.push_back(cache);
   }
   const std::size_t r = max_rows_;
   const std::size_t b = options_.max_batch;
@@ -157,6 +193,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
       stream_words_, detail::TokenStream::Create(options_.max_requests, options_.stream_window));
   BATON_RETURN_IF_ERROR(Allocate(cancel_, options_.max_requests, s));
   prompt_lengths_.assign(options_.max_requests, 0);
+  token_bounds_.assign(options_.max_requests, 0);
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
 
   buffers_.hidden = hidden_.data();
@@ -354,6 +391,7 @@ StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {
   program.max_batch = impl->options().max_batch;
   program.tokens.max_tokens_per_step = impl->max_rows();
   program.tokens.max_chunk_tokens = impl->options().max_chunk_tokens;
+  program.pages = impl->page_policy();
   return program;
 }
 

@@ -36,6 +36,10 @@ class DecoderModel::Impl {
   DeviceStepProgram device_step() const;
   std::vector<std::uint32_t> DefaultBuckets() const;
   std::uint32_t max_rows() const { return max_rows_; }
+  PagePolicy page_policy() const {
+    return PagePolicy{options_.kv_page_tokens, info_.kv_pool_pages, pages_per_slot_,
+                      page_table_.data()};
+  }
 
   absl::StatusOr<std::vector<std::int32_t>> ReadGenerated(std::uint32_t entry,
                                                           std::uint32_t count) const;
@@ -59,7 +63,7 @@ class DecoderModel::Impl {
   };
   using PlanKey = std::pair<detail::PlanPath, detail::AttentionPlan>;
 
-  absl::Status FitContext();
+  absl::Status SizeKvPool(bool checkpoint, bool fit_context);
   absl::Status AllocateState();
   absl::Status InitDeviceStep();
   bool UsesGemv(std::uint32_t rows) const;
@@ -72,7 +76,9 @@ class DecoderModel::Impl {
   std::uint32_t max_rows_ = 0;  // rows one step holds
   Stream stream_;               // uploads and reads; never the step's stream
   detail::ModelWeights weights_;
-  DeviceBuffer<std::uint16_t> kv_;
+  DeviceBuffer<std::uint16_t> kv_;          // the KV pool, every layer
+  DeviceBuffer<std::uint32_t> page_table_;  // written by the scheduler (page_policy.h)
+  std::uint32_t pages_per_slot_ = 0;        // pages of one max_context sequence
   std::vector<KvCacheLayer> caches_;
   DeviceBuffer<float> hidden_;
   DeviceBuffer<std::uint16_t> normed_, qkv_, attention_, projected_, gate_up_, ffn_act_, logits_;
@@ -88,6 +94,7 @@ class DecoderModel::Impl {
   DeviceBuffer<DecodeRequestInfo> requests_;
   DeviceBuffer<std::int32_t> sequences_;
   std::vector<std::uint32_t> prompt_lengths_;  // host mirror of the table, for WorkItemFor
+  std::vector<std::uint32_t> token_bounds_;    // prompt + max_new_tokens, likewise
   detail::TokenStream stream_words_;
   DeviceBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
   detail::StepBuffers buffers_;

@@ -13,13 +13,24 @@ namespace baton {
 
 absl::Status DecoderModel::Impl::ValidateRequest(const DecodeRequest& request) const {
   const absl::Status valid = ValidateDecodeRequest(config_, request);
-  if (valid.ok() || request.prompt.size() + std::uint64_t{request.max_new_tokens} <=
-                        static_cast<std::uint64_t>(config_.max_context)) {
-    return valid;
+  const std::uint64_t total = request.prompt.size() + std::uint64_t{request.max_new_tokens};
+  if (!valid.ok()) {
+    if (total <= static_cast<std::uint64_t>(config_.max_context)) return valid;
+    // Too long for the context: say what set the limit.
+    return absl::InvalidArgumentError(
+        absl::StrCat(valid.message(), " (max_context is set by ", info_.context_limit, ")"));
   }
-  // Too long for the context: say what set the limit.
-  return absl::InvalidArgumentError(
-      absl::StrCat(valid.message(), " (max_context is set by ", info_.context_limit, ")"));
+  // The pages it reserves must fit the pool, or it would wait forever.
+  const PagePolicy pages = page_policy();
+  if (PagesFor(pages, total) > pages.pool_pages) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecodeRequest: prompt (%u tokens) + max_new_tokens (%u) = %u needs %u KV pages of %u "
+        "tokens but the pool holds %u (set by %s); shorten the request or raise "
+        "DecoderModelOptions::kv_pool_pages",
+        request.prompt.size(), request.max_new_tokens, total, PagesFor(pages, total),
+        pages.page_tokens, pages.pool_pages, info_.kv_pool_limit));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DecoderModel::Impl::WriteRequests(std::uint32_t first,
@@ -66,13 +77,17 @@ absl::Status DecoderModel::Impl::WriteRequests(std::uint32_t first,
   stream_words_.Clear(first, static_cast<std::uint32_t>(requests.size()));
   for (std::size_t i = 0; i < requests.size(); ++i) {
     prompt_lengths_[first + i] = infos[i].prompt_tokens;
+    token_bounds_[first + i] = infos[i].prompt_tokens + infos[i].max_new_tokens;
   }
   return absl::OkStatus();
 }
 
 WorkItem DecoderModel::Impl::WorkItemFor(std::uint32_t entry) const {
-  const std::uint32_t prompt = entry < prompt_lengths_.size() ? prompt_lengths_[entry] : 0;
-  return WorkItem::make(kDecodeRequestKind, entry, prompt);
+  const bool known = entry < prompt_lengths_.size();
+  const std::uint32_t prompt = known ? prompt_lengths_[entry] : 0;
+  // An entry never written reserves one page (the device refuses it at once).
+  const std::uint32_t bound = known && token_bounds_[entry] != 0 ? token_bounds_[entry] : 1;
+  return WorkItem::make(kDecodeRequestKind, entry, std::uint64_t{bound} << 32 | prompt);
 }
 
 absl::StatusOr<std::vector<std::int32_t>> DecoderModel::Impl::ReadGenerated(

@@ -16,6 +16,8 @@ constexpr std::uint32_t kMaxModelBatch = 1024;
 constexpr std::uint32_t kMaxRequests = 1u << 20;
 constexpr std::uint32_t kMaxStepRows = 1u << 16;
 constexpr std::uint32_t kMaxStreamWindow = 1u << 16;
+constexpr std::uint32_t kMinPageTokens = 16;
+constexpr std::uint32_t kMaxPageTokens = 4096;
 
 bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -84,6 +86,13 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
       options.gemm != DecoderGemm::kAuto) {
     return absl::InvalidArgumentError(
         "DecoderModelOptions::gemm is not a DecoderGemm value; use kAuto, kCublasLt or kBatonGemv");
+  }
+  if (!IsPowerOfTwo(options.kv_page_tokens) || options.kv_page_tokens < kMinPageTokens ||
+      options.kv_page_tokens > kMaxPageTokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::kv_page_tokens is %u; it must be a power of two in [%u, %u] (e.g. "
+        "64)",
+        options.kv_page_tokens, kMinPageTokens, kMaxPageTokens));
   }
   if (!IsPowerOfTwo(options.step_clock_size)) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -181,10 +181,13 @@ struct PlanLane {
 };
 
 // PlanStepTokens (baton/batch_policy.h) for positions [0, batch): writes
-// tokens[] and token_offsets[] and returns the step's rows.
+// tokens[] and token_offsets[] and returns the step's rows. `first_tokens`:
+// the tokens of position lane_id() (round 0), for the paging's shortcut.
 __device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, const StepArgs& args,
-                                                 std::uint32_t batch, const PlanLane& hint) {
+                                                 std::uint32_t batch, const PlanLane& hint,
+                                                 std::uint32_t& first_tokens) {
   const unsigned lane = lane_id();
+  first_tokens = lane < batch ? 1 : 0;
   if (!policy.budgeted()) {
     for (std::uint32_t p = lane; p < batch; p += 32) {
       args.tokens[p] = 1;
@@ -237,12 +240,18 @@ __device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, cons
       args.tokens[p] = n;
       args.token_offsets[p] = rows + through - n;
     }
+    if (base == 0) first_tokens = n;
     const std::uint32_t round_want = __shfl_sync(kFullWarp, wanted_before + want, 31);
     left = round_want < left ? left - round_want : 0;
     rows += __shfl_sync(kFullWarp, through, 31);
   }
   __syncwarp();
   return rows;
+}
+__device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, const StepArgs& args,
+                                                 std::uint32_t batch, const PlanLane& hint) {
+  std::uint32_t first_tokens = 0;
+  return warp_plan_tokens(policy, args, batch, hint, first_tokens);
 }
 
 }  // namespace baton::detail

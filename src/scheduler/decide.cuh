@@ -12,6 +12,7 @@
 #include "baton/work_queue.cuh"
 #include "completion/completion_mailbox.cuh"
 #include "scheduler/batch_ops.cuh"
+#include "scheduler/page_ops.cuh"
 #include "scheduler/scheduler_params.h"
 #include "trace/trace_writer.cuh"
 
@@ -33,6 +34,8 @@ struct Decision {
   const unsigned lane = lane_id();
   const bool leader = lane == 0;
   std::uint32_t batch = p.book.counts->batch;
+  const bool paged = p.pages.paged();
+  std::uint32_t held = paged ? p.book.counts->held : 0;  // items waiting for pages
   const FirstRound first = load_first_round(p.args);
   const std::uint32_t step_pending = counters.step_pending;
   const std::uint32_t error_word = counters.error_word;
@@ -69,6 +72,7 @@ struct Decision {
     // and this step's retirement is retried then.
     if (!published) return decided(Decision{kNoBucket, EngineExit::kMailboxFull, nullptr});
     if (retiring > 0) {
+      if (paged) warp_release_pages(p.pages, p.args, p.book, batch);
       batch = warp_compact(p.args, p.book, batch);
     } else {
       warp_advance(p.args, batch, first);
@@ -87,16 +91,30 @@ struct Decision {
 
   if (abort) return decided(Decision{kNoBucket, EngineExit::kAborted, nullptr});
 
-  if (!stop) {
+  const std::uint32_t batch_before = batch;
+  // Paged: the items already taken from the queue that wait for pages come
+  // first (even when stopping: they left the queue), and nothing is popped
+  // while one still waits (baton/page_policy.h: no item passes another).
+  bool holding = false;
+  if (paged) {
+    batch = warp_admit_held(p.pages, p.args, p.book, batch, held);
+    holding = held != 0;
+  }
+  if (!stop && !holding) {
     // Fill free slots a warp-batched pop at a time; stop at the first short
     // claim (the queue is empty for now).
-    const std::uint32_t batch_before = batch;
     for (;;) {
       const std::uint32_t room = p.args.max_batch - batch;
       if (room == 0) break;
       const std::uint32_t want = room < 32u ? room : 32u;
       const LaneItems<1> popped = pop_warp_batch<1>(p.queue, want);
       const bool valid = popped.item[0].is_valid();
+      if (paged) {
+        batch = warp_offer_popped(p.pages, p.args, p.book, batch, popped.item[0], valid, holding);
+        if (leader) counters.admitted += popped.claimed;
+        if (holding || popped.claimed < want) break;
+        continue;
+      }
       // The admitted lanes (the first `claimed`) land at positions batch + lane.
       const unsigned from = lane - (batch % 32u);
       const WorkItem joining = popped.item[0];
@@ -111,15 +129,29 @@ struct Decision {
       if (leader) counters.admitted += popped.claimed;
       if (popped.claimed < want) break;
     }
-    if (leader && batch != batch_before) {
-      trace_record(trace, TraceEventType::kAdmit, counters.steps, batch - batch_before, batch);
-    }
   }
+  if (leader && batch != batch_before) {
+    trace_record(trace, TraceEventType::kAdmit, counters.steps, batch - batch_before, batch);
+  }
+  // Paged admissions leave the joining lanes' state unknown in registers.
+  if (paged && batch != batch_before) plan.known = false;
 
   if (batch == 0) {
     return decided(Decision{kNoBucket, stop ? EngineExit::kDrained : EngineExit::kIdle, nullptr});
   }
-  const std::uint32_t rows = warp_plan_tokens(p.policy, p.args, batch, plan);
+  std::uint32_t first_tokens = 0;
+  const std::uint32_t rows = warp_plan_tokens(p.policy, p.args, batch, plan, first_tokens);
+  if (paged) {
+    // With every position's tokens known in registers, a step that starts
+    // no new page (most decode steps: one in page_tokens does) maps nothing.
+    bool maps = true;
+    if (plan.known) {
+      const bool grows = lane < batch && PagesFor(p.pages, std::uint64_t{plan.ran} + first_tokens) >
+                                             PagesFor(p.pages, plan.ran);
+      maps = __ballot_sync(kFullWarp, grows) != 0;
+    }
+    if (maps) warp_map_pages(p.pages, p.args, p.book, batch);
+  }
   const std::uint32_t need = StepCapacityNeeded(batch, rows);
   int bucket = -1;
   std::uint32_t bucket_size = 0;

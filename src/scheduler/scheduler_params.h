@@ -12,6 +12,7 @@
 #include "baton/bucket_entry.h"
 #include "baton/completion.h"
 #include "baton/engine.h"
+#include "baton/page_policy.h"
 #include "baton/step_args.h"
 #include "baton/work_item.h"
 #include "scheduler/batch_book.h"
@@ -68,6 +69,7 @@ struct SchedulerParams {
   StepArgs args;
   BatchBook book;
   TokenPolicy policy;  // the program's (StepProgram::tokens)
+  PagePolicy pages;    // the program's (StepProgram::pages)
   DeviceBucketTable buckets;
   SchedulerControl* control = nullptr;    // device memory
   SchedulerCounters* counters = nullptr;  // device memory

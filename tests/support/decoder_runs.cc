@@ -26,6 +26,19 @@ DecoderConfig TinyDecoderConfig(DecoderDType dtype) {
   return c;
 }
 
+DecoderConfig GroupedDecoderConfig(DecoderDType dtype) {
+  DecoderConfig c = TinyDecoderConfig(dtype);
+  c.max_context = 512;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.head_dim = 64;
+  c.qkv_bias = true;
+  c.rope.scaling = RopeScalingType::kLlama3;
+  c.rope.factor = 8.0f;
+  c.rope.original_max_position_embeddings = 128;
+  return c;
+}
+
 namespace {
 
 // The decoder tests share Rng() without a fixture of their own, so this
@@ -88,12 +101,21 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
       (*runtime)->RegisterStepProgram(model.MakeStepProgram(run.buckets));
   EXPECT_TRUE(registered.ok()) << registered;
   EXPECT_TRUE(model.WriteRequests(0, requests).ok());
+  std::size_t submitted = 0, completed = 0;
+  if (run.submit_before_start && registered.ok()) {
+    std::vector<WorkItem> items;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      items.push_back(model.WorkItemFor(static_cast<std::uint32_t>(i)));
+    }
+    const absl::Status s = (*runtime)->Submit(items);
+    EXPECT_TRUE(s.ok()) << s;
+    submitted = items.size();
+  }
   const absl::Status started = (*runtime)->Start(run.engine);
   EXPECT_TRUE(started.ok()) << started;
   if (!registered.ok() || !started.ok()) return result;
   const char* label = EngineName(run.engine);
   std::vector<Completion> out(64);
-  std::size_t submitted = 0, completed = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (completed < requests.size() && std::chrono::steady_clock::now() < deadline) {
     if (submitted < requests.size()) {
@@ -112,6 +134,7 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
     completed += *n;
   }
   EXPECT_EQ(completed, requests.size()) << label << ": completions missing";
+  result.stats = (*runtime)->stats();
   auto report = (*runtime)->Stop();
   EXPECT_TRUE(report.ok()) << report.status();
   if (run.trace) {

@@ -13,6 +13,7 @@
 
 #include "baton/decoder_model.h"
 #include "baton/engine.h"
+#include "baton/runtime.h"
 #include "support/host_decode_loop.h"
 #include "support/model_reference.h"
 
@@ -20,6 +21,9 @@ namespace baton::testing {
 
 // A small model: 2 layers, d_model 128, 4 heads of 32, vocab 512, context 64.
 [[nodiscard]] DecoderConfig TinyDecoderConfig(DecoderDType dtype = DecoderDType::kFloat16);
+// Its grouped-query variant: context 512, 8 query heads on 2 of 64, q/k/v
+// biases, llama3 RoPE.
+[[nodiscard]] DecoderConfig GroupedDecoderConfig(DecoderDType dtype);
 
 // One generator per test binary, seeded with TestSeed() (support/test_seed.h)
 // again as each test starts; a failed test prints the seed.
@@ -45,11 +49,15 @@ struct RunOptions {
   std::size_t chunk = 1;        // requests per Submit while the loop runs
   std::uint32_t max_batch = 0;  // RuntimeOptions::max_batch; 0: the model's
   bool trace = false;           // record the device trace (max_batch_seen)
+  // Submit every request before Start, so the first decision sees them all
+  // and the schedule is the one a host loop replays (no arrival timing).
+  bool submit_before_start = false;
 };
 
 struct RunResult {
   std::map<std::uint32_t, Outcome> outcomes;  // by entry
   std::uint32_t max_batch_seen = 0;           // the largest step batch (with trace)
+  RuntimeStats stats;                         // after the run, before Stop
 };
 
 // Runs `requests` (entries 0..n-1) through a fresh runtime; fails the test

@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<HostDecodeLoop>> HostDecodeLoop::Create(const Ste
   BATON_ASSIGN_OR_RETURN(loop->d_items_, DeviceBuffer<WorkItem>::Create(n));
   BATON_ASSIGN_OR_RETURN(loop->d_words_,
                          DeviceBuffer<std::uint32_t>::Create(kStepWords * size_t{n}));
-  loop->batch_ = std::make_unique<HostBatch>(n);
+  loop->batch_ = std::make_unique<HostBatch>(n, program.pages);
+  loop->pages_ = program.pages;
   StepArgs& a = loop->device_args_;
   a.header = loop->header_.data();
   a.items = loop->d_items_.data();
@@ -77,6 +78,13 @@ absl::Status HostDecodeLoop::Step(std::uint32_t batch, std::uint32_t rows, std::
   // Nothing finished yet, and a result the step does not write reads as poison.
   BATON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(device_args_.finished, 0, bytes, s));
   BATON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(device_args_.results, 0xFF, bytes, s));
+  // The page table, when the plan or the last retirement changed it.
+  if (batch_->TakePagesChanged()) {
+    const std::vector<std::uint32_t>& table = batch_->page_table();
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pages_.page_table, table.data(),
+                                               table.size() * sizeof(std::uint32_t),
+                                               cudaMemcpyHostToDevice, s));
+  }
   BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), s));
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host.finished, device_args_.finished, bytes, cudaMemcpyDeviceToHost, s));
@@ -102,7 +110,7 @@ absl::StatusOr<std::vector<Completion>> HostDecodeLoop::Run(absl::Span<const Wor
                                               items.size(), " items finished in ", step_limit,
                                               " steps"));
     }
-    while (b.CanAdmit() && next < items.size()) b.Admit(items[next++]);
+    while (next < items.size() && b.CanAdmit(items[next])) b.Admit(items[next++]);
     const std::uint32_t rows = b.PlanTokens(policy_);
     const int bucket = ChooseStepBucket(
         buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), b.batch(), rows);

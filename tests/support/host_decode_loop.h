@@ -48,6 +48,7 @@ class HostDecodeLoop {
 
   std::uint32_t max_batch_ = 0;
   TokenPolicy policy_;
+  PagePolicy pages_;  // the program's (Step uploads the batch's page table)
   std::vector<std::uint32_t> buckets_;
   Stream stream_;
   // The batch as the policy keeps it (host), and its device copy.
