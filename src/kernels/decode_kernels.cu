@@ -25,7 +25,6 @@ namespace baton {
 namespace {
 
 using detail::decode::attention_body;
-using detail::decode::cache_row;
 using detail::decode::enter_step_node_active;
 using detail::decode::enter_step_node_sequence;
 using detail::decode::gemv_body;

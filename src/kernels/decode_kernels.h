@@ -127,8 +127,9 @@ struct KvCacheLayer {
 // (2i, 2i+1) of each head rotate by pos * inv_freq[i] (inv_freq: head_dim / 2
 // floats in device memory, RopeInverseFrequencies of kernels/rope.h). q is
 // rotated in place; the rotated k and the v are appended to the cache at
-// [slot][kv_head][pos]. A position outside [0, max_context) writes nothing
-// (attention then outputs zeros).
+// [slot][kv_head][pos] (through the page table when paged). A position
+// outside [0, max_context) writes nothing (attention then outputs zeros);
+// nor does one whose page is not mapped.
 [[nodiscard]] cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, const float* inv_freq,
                                               void* qkv, KvCacheLayer cache, DecodeBatch batch,
                                               cudaStream_t stream);
