@@ -48,6 +48,8 @@ TEST(DecoderConfigTest, RefusalsNameTheFieldAndTheFix) {
       {[](DecoderConfig& c) { c.head_dim = 256; }, "head_dim = 256", "<= 128"},
       {[](DecoderConfig& c) { c.d_model = 260; }, "d_model = 260", "multiple of 8"},
       {[](DecoderConfig& c) { c.vocab = (1 << 18) + 8; }, "vocab = 262152", "exceeds 262144"},
+      // Seven digits print whole, not as 1.23457e+06.
+      {[](DecoderConfig& c) { c.vocab = 1234567; }, "vocab = 1234567", "exceeds 262144"},
       {[](DecoderConfig& c) { c.ffn = 100; }, "ffn = 100", "multiple of 8"},
       {[](DecoderConfig& c) { c.max_context = 9000; }, "max_context = 9000", "lower it"},
       {[](DecoderConfig& c) { c.rms_epsilon = 0.0f; }, "rms_epsilon = 0", "> 0"},

@@ -7,9 +7,13 @@
 namespace baton {
 namespace {
 
+// Integers print whole (StrCat's double would print 1048577 as 1.04858e+06).
 absl::Status Invalid(const char* field, double value, const std::string& fix) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("decoder config: ", field, " = ", value, " ", fix));
+  const bool whole = std::isfinite(value) && std::fabs(value) < 1e15 &&
+                     value == static_cast<double>(static_cast<long long>(value));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "decoder config: ", field, " = ",
+      whole ? absl::StrCat(static_cast<long long>(value)) : absl::StrCat(value), " ", fix));
 }
 
 }  // namespace
