@@ -211,11 +211,7 @@ TEST_P(TokenSelectionTest, SamplingAtZeroTemperatureIsArgmax) {
   std::vector<std::uint32_t> steps(capacity, 5);
   for (auto& id : ids) id = Draw();
   auto d_logits = Upload(logits);
-  auto d_greedy = Poisoned<std::int32_t>(capacity);
-  ASSERT_EQ(EnqueueArgmax(config, d_logits.data(), batch.view, d_greedy.data(), stream_.get()),
-            cudaSuccess);
-  Sync();
-  const auto greedy = Download(d_greedy);
+  const auto greedy = CheckedArgmax(config, logits, capacity, active, 2048);
   EXPECT_EQ(Sample(stream_.get(), config, d_logits, batch, {0.0f, Draw()}, ids, steps), greedy);
   EXPECT_EQ(Sample(stream_.get(), config, d_logits, batch, {1e-5f, Draw()}, ids, steps), greedy);
   EXPECT_EQ(Sample(stream_.get(), config, d_logits, batch, {-1.0f, Draw()}, ids, steps), greedy);
