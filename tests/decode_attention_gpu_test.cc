@@ -1,13 +1,18 @@
 // RoPE, KV-cache append and decode attention against the CPU reference, in
 // fp16 and bf16, for sequences whose contexts differ (1 token, 2, lengths not
-// a multiple of 128 or 32, the full max_context), each at its own slot: the
-// two kernels (EnqueueRopeAppendKv then EnqueueDecodeAttention) and the fused
-// one (EnqueueRopeAttention) alike, with multi-head, grouped-query and
-// multi-query attention and each RoPE scaling (none, linear, llama3).
+// a multiple of 128 or 32, one split unit exactly and one key past it, the
+// full max_context up to 40,000 keys: every split layout of
+// kernels/attention_split.h), each at its own slot: the two kernels
+// (EnqueueRopeAppendKv then EnqueueDecodeAttention) and the fused one
+// (EnqueueRopeAttention) alike, with multi-head, grouped-query (groups of
+// 4, 7 and 12: one, one and two passes of query heads) and multi-query
+// attention and each RoPE scaling (none, linear, llama3). The split's
+// arrival counts must be zero again after every launch.
 // decode_fused_kernels_gpu_test.cc checks that the fused kernel gives the two
 // kernels' bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -44,15 +49,27 @@ struct AttentionShape {
 
 const std::vector<AttentionShape>& AttentionShapes() {
   static const std::vector<AttentionShape> shapes = {
-      // head_dim 64: two thread groups split the context in the value pass.
-      {4, 4, 64, 300, RopeScalingType::kNone, {0, 1, 129, 299, kAnyPosition}},
-      // head_dim 96 (does not divide the block), longer contexts, four query
-      // heads per key/value head.
-      {8, 2, 96, 1000, RopeScalingType::kLinear, {517, 0, 999, 31, kAnyPosition, kAnyPosition}},
-      // head_dim 128, the largest; multi-query; sequences at slots far apart.
-      {3, 1, 128, 2048, RopeScalingType::kLlama3, {2047, 1500, 1}},
+      // The single-pass kernel (max_context within kAttentionSplitContext):
+      // head_dim 64, contexts past a split unit's keys.
+      {4, 4, 64, 300, RopeScalingType::kNone, {0, 1, 129, 255, 256, 299, kAnyPosition}},
       // head_dim 10: even but not a multiple of 8 (4-byte loads); pairs of heads.
       {4, 2, 10, 64, RopeScalingType::kNone, {0, 63, 17}},
+      // head_dim 96 (does not divide the block), four query heads per
+      // key/value head, up to the single-pass limit.
+      {8, 2, 96, 8192, RopeScalingType::kLinear, {8191, 517, 0, 31, kAnyPosition}},
+      // The split kernel (max_context past kAttentionSplitContext): short
+      // rows (one unit, per-head blocks) and split rows in one launch.
+      // head_dim 96, a unit's edge (contexts 256, 257).
+      {8, 2, 96, 9000, RopeScalingType::kLinear, {517, 0, 255, 256, 999, 31, kAnyPosition}},
+      // head_dim 128, the largest; multi-query; sequences at slots far apart.
+      {3, 1, 128, 9000, RopeScalingType::kLlama3, {2047, 1500, 1}},
+      // head_dim 66: 4-byte loads, 33 pieces (two value pieces per lane).
+      {4, 1, 66, 9000, RopeScalingType::kNone, {699, 255, 3}},
+      // Long contexts: 53 units of 3 tiles at 40,000, the split's edges.
+      {8, 2, 64, 40000, RopeScalingType::kLlama3, {39999, 511, 512, 20000, kAnyPosition}},
+      // Groups of 7 (one pass of 8 heads) and 12 (two passes), odd units.
+      {14, 2, 64, 9000, RopeScalingType::kNone, {4999, 1000, 2}},
+      {12, 1, 128, 9000, RopeScalingType::kLinear, {2999, 700, 0}},
   };
   return shapes;
 }
@@ -108,18 +125,21 @@ void AttentionTest::RunAttentionCase(bool fused) {
   auto d_rope = Upload(inv_freq);
   auto d_out = Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * width);
   const KvCacheLayer cache{d_keys.data(), d_values.data()};
+  kernel_test::SplitScratch scratch(config, capacity);
   cudaStream_t stream = stream_.get();
   if (fused) {
     ASSERT_EQ(EnqueueRopeAttention(config, d_rope.data(), d_qkv.data(), cache, batch.view,
-                                   d_out.data(), stream),
+                                   scratch.view, d_out.data(), stream),
               cudaSuccess);
   } else {
     ASSERT_EQ(EnqueueRopeAppendKv(config, d_rope.data(), d_qkv.data(), cache, batch.view, stream),
               cudaSuccess);
-    ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, d_out.data(), stream),
+    ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, scratch.view,
+                                     d_out.data(), stream),
               cudaSuccess);
   }
   Sync();
+  scratch.ExpectArrivalsZero();
   const auto keys = Download(d_keys);
   const auto values = Download(d_values);
   const auto qkv = Download(d_qkv);
@@ -227,6 +247,61 @@ TEST_P(AttentionTest, RopeAppendKvThenAttentionMatchReference) { RunAttentionCas
 // EnqueueRopeAttention (RoPE and KV append fused into attention) against the
 // same references and the same cache checks.
 TEST_P(AttentionTest, RopeAttentionMatchesReference) { RunAttentionCase(true); }
+
+class SplitAttentionTest : public kernel_test::DecodeKernelTest {};
+
+// A row's bits depend on its q and its context alone: the same row (q,
+// slot, position 19,999: 40 units) alone in a launch of capacity 1 (40
+// blocks per key/value head) and at row 5 of 16 rows at other positions
+// (16 blocks per head, so each block serves other units) gives the same
+// bits, both dtypes.
+TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
+  for (const DecoderDType dtype : kernel_test::kDTypes) {
+    SCOPED_TRACE(kernel_test::Name(dtype));
+    DecoderConfig config;
+    config.dtype = dtype;
+    config.heads = 8;
+    config.kv_heads = 2;
+    config.head_dim = 64;
+    config.max_context = 20000;
+    const std::size_t slot_elements =
+        static_cast<std::size_t>(config.kv_heads) * config.max_context * config.head_dim;
+    auto d_keys = Upload(RandomHalf(slot_elements, dtype, 1.0));
+    auto d_values = Upload(RandomHalf(slot_elements, dtype, 1.0));
+    const KvCacheLayer cache{d_keys.data(), d_values.data()};
+    const auto run = [&](std::uint32_t capacity, std::uint32_t row,
+                         const std::vector<std::uint16_t>& q) {
+      std::vector<std::int32_t> positions(capacity);
+      std::uniform_int_distribution<std::int32_t> any(0, config.max_context - 1);
+      for (auto& pos : positions) pos = any(Rng());
+      positions[row] = 19999;
+      TestBatch batch = MakeBatch(capacity, capacity, 1, positions);
+      batch.slots = Upload(std::vector<std::uint32_t>(capacity, 0));  // every row reads slot 0
+      batch.view.slots = batch.slots.data();
+      auto qkv = RandomHalf(static_cast<std::size_t>(capacity) * config.qkv_width(), dtype, 1.0);
+      std::copy(q.begin(), q.end(), qkv.begin() + row * config.qkv_width());
+      auto d_qkv = Upload(qkv);
+      auto d_out =
+          Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * config.attention_width());
+      kernel_test::SplitScratch scratch(config, capacity);
+      EXPECT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, scratch.view,
+                                       d_out.data(), stream_.get()),
+                cudaSuccess);
+      Sync();
+      scratch.ExpectArrivalsZero();
+      const auto out = Download(d_out);
+      return std::vector<std::uint16_t>(out.begin() + row * config.attention_width(),
+                                        out.begin() + (row + 1) * config.attention_width());
+    };
+    const auto q = RandomHalf(config.qkv_width(), dtype, 1.0);
+    const auto alone = run(1, 0, q);
+    const auto among = run(16, 5, q);
+    EXPECT_TRUE(alone == among) << "the row's output bits changed with the launch";
+    EXPECT_FALSE(std::all_of(alone.begin(), alone.end(), [](std::uint16_t b) {
+      return b == 0xFFFF;
+    })) << "the row was never written";
+  }
+}
 
 std::string AttentionName(const ::testing::TestParamInfo<AttentionTest::ParamType>& info) {
   const AttentionShape& shape = AttentionShapes()[std::get<0>(info.param)];

@@ -110,11 +110,12 @@ cudaError_t RopeAppendKv(const Launch& l) {
   return EnqueueRopeAppendKv(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l.stream);
 }
 cudaError_t DecodeAttention(const Launch& l) {
-  return EnqueueDecodeAttention(l.config, l["qkv"], l.cache(), l.batch, l["out"], l.stream);
+  return EnqueueDecodeAttention(l.config, l["qkv"], l.cache(), l.batch, l.scratch, l["out"],
+                                l.stream);
 }
 cudaError_t RopeAttention(const Launch& l) {
-  return EnqueueRopeAttention(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l["out"],
-                              l.stream);
+  return EnqueueRopeAttention(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l.scratch,
+                              l["out"], l.stream);
 }
 
 }  // namespace launch

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "kernels/decode_kernels.h"
@@ -51,7 +52,8 @@ TEST(DecoderConfigTest, RefusalsNameTheFieldAndTheFix) {
       // Seven digits print whole, not as 1.23457e+06.
       {[](DecoderConfig& c) { c.vocab = 1234567; }, "vocab = 1234567", "exceeds 262144"},
       {[](DecoderConfig& c) { c.ffn = 100; }, "ffn = 100", "multiple of 8"},
-      {[](DecoderConfig& c) { c.max_context = 9000; }, "max_context = 9000", "lower it"},
+      {[](DecoderConfig& c) { c.max_context = (1 << 20) + 1; }, "max_context = 1048577",
+       "lower it"},
       {[](DecoderConfig& c) { c.rms_epsilon = 0.0f; }, "rms_epsilon = 0", "> 0"},
       {[](DecoderConfig& c) { c.rope.theta = NAN; }, "rope.theta = nan", "> 1"},
       {[](DecoderConfig& c) { c.kv_heads = 3; }, "kv_heads = 3", "must divide heads (4)"},
@@ -190,7 +192,24 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
             cudaErrorInvalidValue);  // misaligned weights
   DecoderConfig odd;
   odd.head_dim = 7;
-  EXPECT_EQ(EnqueueDecodeAttention(odd, nullptr, {}, batch, nullptr, nullptr),
+  EXPECT_EQ(EnqueueDecodeAttention(odd, nullptr, {}, batch, {}, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  // A model that splits its contexts without the scratch their partials
+  // need (or with too few rows of it) is refused before any launch.
+  DecoderConfig long_context;
+  long_context.max_context = kAttentionSplitContext + 1;
+  static const std::uint32_t slots[1] = {0};
+  static const std::int32_t positions[1] = {0};
+  DecodeBatch rows = batch;
+  rows.slots = slots;
+  rows.positions = positions;
+  rows.max_slots = 1;
+  EXPECT_EQ(EnqueueDecodeAttention(long_context, w, {}, rows, {}, w, nullptr),
+            cudaErrorInvalidValue);
+  static float partials[1];
+  static std::uint32_t arrivals[1];
+  rows.capacity = 2;
+  EXPECT_EQ(EnqueueDecodeAttention(long_context, w, {}, rows, {partials, arrivals, 1}, w, nullptr),
             cudaErrorInvalidValue);
   DecoderConfig config;
   DecodeBatch no_active;
@@ -211,6 +230,65 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   DecodeBatch no_slots = batch;
   EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, nullptr, {}, no_slots, nullptr),
             cudaErrorInvalidValue);
+}
+
+// The split layout (kernels/attention_split.h) for every context up to
+// 2^20 step 97 and the edges: the units cover the context's tiles exactly
+// once, in order; at most kAttentionMaxUnits; each but the last holds at
+// least kAttentionUnitKeys keys; one unit up to kAttentionUnitKeys keys.
+TEST(AttentionSplitTest, UnitsCoverTheTilesOnceWithinTheBounds) {
+  std::vector<int> contexts = {1,   2,    255,   256,   257,   511,    512,
+                               513, 1024, 32767, 32768, 32769, 131072, kDecoderMaxContext};
+  for (int c = 1; c <= kDecoderMaxContext; c += 97) contexts.push_back(c);
+  for (const int context : contexts) {
+    SCOPED_TRACE("context " + std::to_string(context));
+    const AttentionSplit s = attention_split(context);
+    const int tiles = (context + kAttentionTile - 1) / kAttentionTile;
+    ASSERT_GE(s.units, 1);
+    ASSERT_LE(s.units, kAttentionMaxUnits);
+    if (context <= kAttentionUnitKeys) ASSERT_EQ(s.units, 1);
+    // Units u cover tiles [u * per, min((u + 1) * per, tiles)): contiguous,
+    // none empty, the last ending at the context's last tile.
+    ASSERT_LT((s.units - 1) * s.tiles_per_unit, tiles);
+    ASSERT_GE(s.units * s.tiles_per_unit, tiles);
+    if (s.units > 1) {
+      ASSERT_GE(s.tiles_per_unit * kAttentionTile, kAttentionUnitKeys);
+    }
+  }
+}
+
+// Blocks per (row, key/value head): at least 1, at most the longest
+// context's units, about kAttentionTargetBlocks in all when the context
+// allows.
+TEST(AttentionSplitTest, BlocksPerHeadFillTheGpuWithinTheLongestContext) {
+  DecoderConfig config;
+  config.heads = 32;
+  config.kv_heads = 8;
+  config.max_context = 131072;  // 64 units: a key/value head's 4 query heads need 16 each
+  // 32 query heads: ceil(264 / 32) = 9; 256: ceil(264 / 256) = 2.
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 9u);
+  EXPECT_EQ(attention_blocks_per_head(config, 8), 2u);
+  EXPECT_EQ(attention_blocks_per_head(config, 264), 1u);
+  EXPECT_EQ(static_cast<int>(attention_blocks_per_head(config, 1)),
+            (kAttentionTargetBlocks + 31) / 32);
+  config.heads = 8;  // multi-head: 8 pairs would want 33, the context has 64 units
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 33u);
+  config.kv_heads = 1;  // one key/value head: its 8 query heads split 64 units
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 8u);
+  config.heads = 32;
+  config.kv_heads = 8;
+  config.max_context = kAttentionSplitContext + 1000;  // 36 units: 9 per query head
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 9u);
+  config.max_context = kAttentionSplitContext;  // the single-pass kernel: no split, no scratch
+  EXPECT_FALSE(attention_splits(config));
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 1u);
+  EXPECT_EQ(attention_scratch_floats(config, 8), 0u);
+  EXPECT_EQ(attention_scratch_arrivals(config, 8), 0u);
+  config.max_context = kAttentionSplitContext + 1;
+  EXPECT_TRUE(attention_splits(config));
+  EXPECT_EQ(attention_scratch_floats(config, 8),
+            std::size_t{8} * 32 * kAttentionMaxUnits * (config.head_dim + 2));
+  EXPECT_EQ(attention_scratch_arrivals(config, 8), std::size_t{8} * 8);
 }
 
 }  // namespace

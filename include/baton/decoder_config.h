@@ -32,7 +32,11 @@ struct RopeConfig {
 
 // Limits the kernels are written for (decoder_config_check.cc says why each).
 inline constexpr int kDecoderMaxHeadDim = 128;   // one attention block covers a head's row
-inline constexpr int kDecoderMaxContext = 8192;  // attention scores of one head in shared memory
+// Contexts: attention is split along the context (any length runs), so
+// memory sets the served context; the bound keeps positions, RoPE angles
+// (fp32, as transformers computes them) and token tables within what was
+// tested, past every Llama-family window (131,072).
+inline constexpr int kDecoderMaxContext = 1 << 20;
 inline constexpr int kDecoderRowAlignment = 8;   // 16-byte rows of 2-byte elements (cuBLASLt, GEMV)
 inline constexpr int kDecoderMaxVocab = 1 << 18;  // every published Llama-family tokenizer fits
 

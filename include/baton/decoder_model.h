@@ -103,7 +103,7 @@ struct DecoderModelOptions {
   DecoderConfig config;           // the synthetic model's shape (ignored with a checkpoint)
   std::uint64_t weight_seed = 1;  // the synthetic model's weights
   // With a checkpoint: tokens one sequence may hold (prompt + generated), at
-  // most max_position_embeddings and kDecoderMaxContext (8192); 0: the most
+  // most max_position_embeddings and kDecoderMaxContext (2^20); 0: the most
   // the checkpoint, the attention kernels and the KV pool allow. info() says
   // what limited it.
   std::uint32_t max_context = 0;

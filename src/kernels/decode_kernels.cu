@@ -25,6 +25,7 @@ namespace baton {
 namespace {
 
 using detail::decode::attention_body;
+using detail::decode::dispatch_attention;
 using detail::decode::enter_step_node_active;
 using detail::decode::enter_step_node_sequence;
 using detail::decode::gemv_body;
@@ -32,6 +33,7 @@ using detail::decode::gemv_split;
 using detail::decode::GemvInput;
 using detail::decode::GemvIo;
 using detail::decode::GemvOutput;
+using detail::decode::kAttentionMinBlocks;
 using detail::decode::kAttentionThreads;
 using detail::decode::kMmaPositions;
 using detail::decode::kMmaRows;
@@ -63,11 +65,14 @@ __global__ void __launch_bounds__(detail::decode::kRopeAppendThreads)
   detail::decode::rope_append_body<T, V>(config, inv_freq, qkv, cache, batch);
 }
 
-template <class T, int V, bool Rope>
-__global__ void __launch_bounds__(kAttentionThreads)
+template <class T, int V, int H, bool Rope, bool Split>
+__global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
     attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
-                     DecodeBatch batch, T* out) {
-  attention_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, out);
+                     DecodeBatch batch, AttentionScratch scratch, T* out) {
+  __shared__ detail::decode::AttentionShared<T, V, H, Split> shared;
+  extern __shared__ float scores[];  // max_context floats without the split
+  attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, shared, scores,
+                                       out);
 }
 
 template <class T>
@@ -131,27 +136,48 @@ cudaError_t launch_row(const DecoderConfig& config, const RowArgs& args, DecodeB
   });
 }
 
+// The attention kernel's instantiation for the config (load width V, query
+// heads per pass H): the single-pass kernel, or the split one on its grid
+// (kernels/attention_split.h).
+template <class T, bool Rope>
+struct AttentionLaunch {
+  const DecoderConfig& config;
+  const float* inv_freq;
+  T* qkv;
+  KvCacheLayer cache;
+  DecodeBatch batch;
+  AttentionScratch scratch;
+  T* out;
+  cudaStream_t stream;
+  template <int V, int H>
+  cudaError_t operator()() const {
+    if (!attention_splits(config)) {  // the single-pass kernel: scores in shared memory
+      return launch_step_kernel(attention_kernel<T, V, 4, Rope, false>,
+                                dim3(batch.capacity, config.heads), dim3(kAttentionThreads),
+                                sizeof(float) * config.max_context, stream, config, inv_freq, qkv,
+                                cache, batch, scratch, out);
+    }
+    const dim3 grid(batch.capacity, config.heads,
+                    attention_blocks_per_head(config, batch.capacity));
+    return launch_step_kernel(attention_kernel<T, V, H, Rope, true>, grid, dim3(kAttentionThreads),
+                              0, stream, config, inv_freq, qkv, cache, batch, scratch, out);
+  }
+};
+
 template <bool Rope>
 cudaError_t launch_attention(const DecoderConfig& config, const float* inv_freq, void* qkv,
-                             KvCacheLayer cache, DecodeBatch batch, void* out,
-                             cudaStream_t stream) {
+                             KvCacheLayer cache, DecodeBatch batch, AttentionScratch scratch,
+                             void* out, cudaStream_t stream) {
   if (!shape_ok(config, batch) || batch.slots == nullptr || batch.positions == nullptr ||
-      (Rope && inv_freq == nullptr)) {
+      (Rope && inv_freq == nullptr) || !attention_scratch_ok(config, batch.capacity, scratch)) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
-  const std::size_t shared_bytes = sizeof(float) * config.max_context;
-  const dim3 grid(batch.capacity, config.heads);
-  const bool wide = config.head_dim % kVector == 0;
   return dispatch(config.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return wide
-               ? launch_step_kernel(attention_kernel<T, kVector, Rope>, grid,
-                                    dim3(kAttentionThreads), shared_bytes, stream, config, inv_freq,
-                                    static_cast<T*>(qkv), cache, batch, static_cast<T*>(out))
-               : launch_step_kernel(attention_kernel<T, 2, Rope>, grid, dim3(kAttentionThreads),
-                                    shared_bytes, stream, config, inv_freq, static_cast<T*>(qkv),
-                                    cache, batch, static_cast<T*>(out));
+    return dispatch_attention(
+        config, AttentionLaunch<T, Rope>{config, inv_freq, static_cast<T*>(qkv), cache, batch,
+                                         scratch, static_cast<T*>(out), stream});
   });
 }
 
@@ -278,16 +304,17 @@ cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, const float* inv_fr
 }
 
 cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv, KvCacheLayer cache,
-                                   DecodeBatch batch, void* out, cudaStream_t stream) {
+                                   DecodeBatch batch, AttentionScratch scratch, void* out,
+                                   cudaStream_t stream) {
   // Read only without RoPE.
-  return launch_attention<false>(config, nullptr, const_cast<void*>(qkv), cache, batch, out,
-                                 stream);
+  return launch_attention<false>(config, nullptr, const_cast<void*>(qkv), cache, batch, scratch,
+                                 out, stream);
 }
 
 cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq, void* qkv,
-                                 KvCacheLayer cache, DecodeBatch batch, void* out,
-                                 cudaStream_t stream) {
-  return launch_attention<true>(config, inv_freq, qkv, cache, batch, out, stream);
+                                 KvCacheLayer cache, DecodeBatch batch, AttentionScratch scratch,
+                                 void* out, cudaStream_t stream) {
+  return launch_attention<true>(config, inv_freq, qkv, cache, batch, scratch, out, stream);
 }
 
 cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up, DecodeBatch batch,

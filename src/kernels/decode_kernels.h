@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "baton/decoder_config.h"
+#include "kernels/attention_split.h"
 #include "kernels/gemv_io.h"
 
 namespace baton {
@@ -137,22 +138,31 @@ struct KvCacheLayer {
 // out[r][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
 // cache entries [0, pos] of key/value head head / group_size() (its context,
 // this token included), for the q in qkv[r]: every row of the step already
-// appended (EnqueueRopeAppendKv). One block per (row, query head); the
-// softmax subtracts the row max.
+// appended (EnqueueRopeAppendKv). A context of at most kAttentionUnitKeys
+// keys takes one block per (row, query head); a longer one is split along
+// the context (kernels/attention_split.h): the group's blocks read each key
+// and value once for all its query heads, each serving contiguous units
+// whose softmax partials go through `scratch` and are combined in unit
+// order. A row's path and bits depend on its q and context alone (not on
+// the batch, the bucket or the grid). Contexts are limited by max_context
+// alone. `scratch` must cover capacity rows when max_context exceeds one
+// unit (attention_scratch_ok), else cudaErrorInvalidValue before any launch.
 [[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
-                                                 KvCacheLayer cache, DecodeBatch batch, void* out,
+                                                 KvCacheLayer cache, DecodeBatch batch,
+                                                 AttentionScratch scratch, void* out,
                                                  cudaStream_t stream);
 
-// EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel: each
-// (row, query head) block rotates its head's q (in place) and its group's
-// k, the group's first head appends k and v at pos, then each attends over
-// [0, pos]. Same results and contract. Keys and values of the row's chunk
-// before it (batch.fresh) come from those rows of qkv, rotated here as the
-// cache would hold them (the same bits), since their own blocks are
+// EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel, with the
+// same results and contract (q rotated in place, k and v appended once).
+// Every block rotates its q and this token's k for itself; one block per
+// (row, key/value head) appends k and v at pos. Keys and values of the row's
+// chunk before it (batch.fresh) come from those rows of qkv, rotated here
+// as the cache would hold them (the same bits), since their own blocks are
 // appending them meanwhile.
 [[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq,
                                                void* qkv, KvCacheLayer cache, DecodeBatch batch,
-                                               void* out, cudaStream_t stream);
+                                               AttentionScratch scratch, void* out,
+                                               cudaStream_t stream);
 
 // out[p][i] = silu(gate_up[p][i]) * gate_up[p][ffn + i]; silu(g) = g / (1 + e^-g).
 [[nodiscard]] cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up,

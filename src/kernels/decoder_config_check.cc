@@ -67,7 +67,7 @@ absl::Status ValidateDecoderConfig(const DecoderConfig& config) {
   if (config.max_context > kDecoderMaxContext) {
     return Invalid("max_context", config.max_context,
                    absl::StrCat("exceeds ", kDecoderMaxContext,
-                                " (one head's attention scores live in shared memory); lower it"));
+                                " (the longest context the kernels were tested at); lower it"));
   }
   if (!(config.rms_epsilon > 0.0f) || !std::isfinite(config.rms_epsilon)) {
     return Invalid("rms_epsilon", config.rms_epsilon, "must be a finite value > 0");

@@ -53,7 +53,7 @@ absl::StatusOr<DecoderConfig> DecoderConfigFromCheckpoint(const checkpoint::Mode
   if (served < 1 || served > kDecoderMaxContext) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DecoderModelOptions::max_context ", served, " is outside [1, ", kDecoderMaxContext,
-        "] (one head's attention scores live in shared memory): lower it"));
+        "] (the longest context Baton's kernels were tested at): lower it"));
   }
   if (served > spec.max_position_embeddings) {
     return absl::InvalidArgumentError(

@@ -174,6 +174,21 @@ absl::Status DecoderModel::Impl::AllocateState() {
   BATON_RETURN_IF_ERROR(Allocate(gate_up_, r * c.gate_up_width(), s));
   BATON_RETURN_IF_ERROR(Allocate(ffn_act_, r * c.ffn, s));
   BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.padded_vocab(), s));
+  // The split attention's scratch, for the largest bucket that runs row
+  // attention (chunk steps run the chunk attention when the head size
+  // allows).
+  const std::uint32_t attention_rows = detail::AttentionFor(c, max_rows_, options_.max_batch) ==
+                                               detail::AttentionPlan::kAppendThenRows
+                                           ? max_rows_
+                                           : options_.max_batch;
+  const std::size_t partials = attention_scratch_floats(c, attention_rows);
+  if (partials != 0) {
+    BATON_RETURN_IF_ERROR(Allocate(attention_partials_, partials, s));
+    BATON_RETURN_IF_ERROR(
+        Allocate(attention_arrivals_, attention_scratch_arrivals(c, attention_rows), s));
+    buffers_.attention_scratch = {attention_partials_.data(), attention_arrivals_.data(),
+                                  attention_rows};
+  }
   BATON_RETURN_IF_ERROR(Allocate(in_tokens_, r, s));
   BATON_RETURN_IF_ERROR(Allocate(row_slots_, r, s));
   BATON_RETURN_IF_ERROR(Allocate(row_positions_, r, s));

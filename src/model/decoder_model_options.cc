@@ -41,8 +41,8 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
   if (options.checkpoint.empty()) BATON_RETURN_IF_ERROR(ValidateDecoderConfig(options.config));
   if (options.max_context > static_cast<std::uint32_t>(kDecoderMaxContext)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "DecoderModelOptions::max_context is %u; the attention kernels hold at most %d tokens "
-        "(one head's scores in shared memory): lower it (0: the checkpoint's, capped at %d)",
+        "DecoderModelOptions::max_context is %u; Baton serves at most %d tokens (the longest "
+        "context its kernels were tested at): lower it (0: the checkpoint's, capped at %d)",
         options.max_context, kDecoderMaxContext, kDecoderMaxContext));
   }
   if (options.dtype.has_value() && *options.dtype != DecoderDType::kFloat16 &&

@@ -37,6 +37,7 @@ using decode::gemv_split;
 using decode::GemvInput;
 using decode::GemvIo;
 using decode::GemvOutput;
+using decode::kAttentionMinBlocks;
 using decode::kAttentionThreads;
 using decode::kMmaMaxSplit;
 using decode::kMmaPositions;
@@ -72,12 +73,43 @@ __global__ void __launch_bounds__(kRowThreads)
   silu_mul_body<T>(config, gate_up, batch, out);
 }
 
-template <class T, int V, bool Rope>
-__global__ void __launch_bounds__(kAttentionThreads)
+template <class T, int V, int H, bool Rope, bool Split>
+__global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
     dp_attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
-                        DecodeBatch batch, T* out) {
-  attention_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, out);
+                        DecodeBatch batch, AttentionScratch scratch, T* out) {
+  __shared__ decode::AttentionShared<T, V, H, Split> shared;
+  extern __shared__ float scores[];  // max_context floats without the split
+  attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, shared, scores,
+                                       out);
 }
+
+// Launches the attention's instantiation for (V, H) from the device, into
+// the tail-launch stream, on the split grid of the actual rows.
+template <class T, bool Rope>
+struct DpAttentionLaunch {
+  const DecoderConfig& config;
+  const float* inv_freq;
+  T* qkv;
+  KvCacheLayer cache;
+  DecodeBatch batch;
+  AttentionScratch scratch;
+  T* out;
+  template <int V, int H>
+  __device__ cudaError_t operator()() const {
+    if (!attention_splits(config)) {  // the single-pass kernel: scores in shared memory
+      dp_attention_kernel<T, V, 4, Rope, false>
+          <<<dim3(batch.capacity, config.heads), kAttentionThreads,
+             sizeof(float) * config.max_context, cudaStreamTailLaunch>>>(
+              config, inv_freq, qkv, cache, batch, scratch, out);
+      return cudaSuccess;
+    }
+    const dim3 grid(batch.capacity, config.heads,
+                    attention_blocks_per_head(config, batch.capacity));
+    dp_attention_kernel<T, V, H, Rope, true><<<grid, kAttentionThreads, 0, cudaStreamTailLaunch>>>(
+        config, inv_freq, qkv, cache, batch, scratch, out);
+    return cudaSuccess;  // the launcher reads the launch's error
+  }
+};
 
 template <class T, int V>
 __global__ void __launch_bounds__(decode::kRopeAppendThreads)
@@ -263,32 +295,18 @@ class DecoderStepLauncher {
   }
 
   // The fused kernel (kRopeAttention) or the one reading every key from the
-  // cache after an append (kRowAttention): a block per row and query head.
+  // cache after an append (kRowAttention), split along the context.
   __device__ void attention(const StepOp& op, const DecodeBatch& db) {
     const DecoderConfig& c = s_.view.config;
-    const dim3 grid(db.capacity, c.heads);
-    const unsigned shared_bytes = sizeof(float) * c.max_context;
     T* qkv = static_cast<T*>(s_.buffers.qkv);
     T* out = static_cast<T*>(s_.buffers.attention);
-    const bool rope = op.kind == StepOpKind::kRopeAttention;
-    if (c.head_dim % kVector == 0) {
-      if (rope) {
-        dp_attention_kernel<T, kVector, true>
-            <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(
-                c, s_.rope_inv_freq, qkv, op.cache, db, out);
-      } else {
-        dp_attention_kernel<T, kVector, false>
-            <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(
-                c, s_.rope_inv_freq, qkv, op.cache, db, out);
-      }
-    } else if (rope) {
-      dp_attention_kernel<T, 2, true>
-          <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(c, s_.rope_inv_freq,
-                                                                            qkv, op.cache, db, out);
+    const AttentionScratch& scratch = s_.buffers.attention_scratch;
+    if (op.kind == StepOpKind::kRopeAttention) {
+      decode::dispatch_attention(
+          c, DpAttentionLaunch<T, true>{c, s_.rope_inv_freq, qkv, op.cache, db, scratch, out});
     } else {
-      dp_attention_kernel<T, 2, false>
-          <<<grid, kAttentionThreads, shared_bytes, cudaStreamTailLaunch>>>(c, s_.rope_inv_freq,
-                                                                            qkv, op.cache, db, out);
+      decode::dispatch_attention(
+          c, DpAttentionLaunch<T, false>{c, s_.rope_inv_freq, qkv, op.cache, db, scratch, out});
     }
     launched();
   }

@@ -55,7 +55,8 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
         break;
       case StepOpKind::kRopeAttention:
         BATON_CUDA_RETURN_IF_ERROR(EnqueueRopeAttention(c, launch.rope_inv_freq, b.qkv, op.cache,
-                                                        batch, b.attention, stream));
+                                                        batch, b.attention_scratch, b.attention,
+                                                        stream));
         break;
       case StepOpKind::kRopeAppend:
         BATON_CUDA_RETURN_IF_ERROR(
@@ -68,7 +69,8 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
         break;
       case StepOpKind::kRowAttention:
         BATON_CUDA_RETURN_IF_ERROR(
-            EnqueueDecodeAttention(c, b.qkv, op.cache, batch, b.attention, stream));
+            EnqueueDecodeAttention(c, b.qkv, op.cache, batch, b.attention_scratch,
+                                   b.attention, stream));
         break;
       case StepOpKind::kSiluMul:
         BATON_CUDA_RETURN_IF_ERROR(EnqueueSiluMul(c, op.io.x, batch, op.io.y, stream));

@@ -88,6 +88,7 @@ struct StepBuffers {
   void* ffn_act = nullptr;
   void* logits = nullptr;
   const std::int32_t* in_tokens = nullptr;
+  AttentionScratch attention_scratch;  // the split decode attention's partials
 };
 
 enum class PlanPath : std::uint32_t {

@@ -69,9 +69,9 @@ TEST(CheckpointModelRefusal, ContextBeyondTheModelOrTheKernels) {
   TinyOptions o = checkpoint::testing::DefaultOptions(Architecture::kLlama);
   o.max_position_embeddings = 128;
   ExpectRefused(o, 256, "DecoderModelOptions::max_context 256 exceeds ");
-  ExpectRefused(o, 9000,
-                "DecoderModelOptions::max_context is 9000; the attention kernels hold "
-                "at most 8192 tokens");
+  ExpectRefused(o, (1u << 20) + 1,
+                "DecoderModelOptions::max_context is 1048577; Baton serves at most 1048576 "
+                "tokens");
 }
 
 TEST(CheckpointModelRefusal, LoaderRefusalsComeThroughCreate) {

@@ -47,7 +47,10 @@ void Rope(double* head, int head_dim, int pos, double theta) {
 
 void Rope(double* head, int head_dim, int pos, const std::vector<float>& inv_freq) {
   for (int i = 0; i < head_dim / 2; ++i) {
-    const double angle = pos * static_cast<double>(inv_freq[i]);
+    // The angle as transformers and the kernels form it: the fp32 product
+    // of position and frequency (its rounding grows with pos: ~1e-3 rad at
+    // 40,000); the rotation itself in double.
+    const double angle = static_cast<float>(pos) * inv_freq[i];
     const double c = std::cos(angle), s = std::sin(angle);
     const double a = head[2 * i], b = head[2 * i + 1];
     head[2 * i] = a * c - b * s;

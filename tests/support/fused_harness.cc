@@ -171,6 +171,7 @@ void ExpectBatchInvariant(const FusedCase& c, const FusedResult& r,
   for (std::uint32_t p : positions) {
     SCOPED_TRACE("position " + std::to_string(p) + " alone in a bucket of 1");
     TestBatch one = MakeBatch(1, 1, 16);
+    SplitScratch split(r.config, 1);
     Side side;
     for (const BufferSpec& spec : c.buffers) {
       ASSERT_TRUE(PerPosition(spec) || spec.role == Role::kInput)
@@ -191,8 +192,9 @@ void ExpectBatchInvariant(const FusedCase& c, const FusedResult& r,
       side.pointers[spec.name] = buffer.data();
       side.own.emplace(spec.name, std::move(buffer));
     }
-    ASSERT_EQ(c.fused(Launch(r.config, r.shape.out_features, one.view, stream, side.pointers)),
-              cudaSuccess);
+    Launch alone_launch(r.config, r.shape.out_features, one.view, stream, side.pointers);
+    alone_launch.scratch = split.view;
+    ASSERT_EQ(c.fused(alone_launch), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     for (const BufferSpec& spec : c.buffers) {
       if (spec.role != Role::kState && spec.role != Role::kOutput) continue;
@@ -390,16 +392,16 @@ void RunFusedCase(const FusedCase& c, const FusedShape& shape, DecoderDType dtyp
   }
   Side fused = PrepareSide(c, shape, r.initial, shared);
   Side separate = PrepareSide(c, shape, r.initial, shared);
-  ASSERT_EQ(c.fused(Launch(config, shape.out_features, batch.view, stream, fused.pointers)),
-            cudaSuccess)
-      << "the fused kernel";
+  SplitScratch split(config, shape.capacity);
+  Launch fused_launch(config, shape.out_features, batch.view, stream, fused.pointers);
+  Launch separate_launch(config, shape.out_features, batch.view, stream, separate.pointers);
+  fused_launch.scratch = separate_launch.scratch = split.view;
+  ASSERT_EQ(c.fused(fused_launch), cudaSuccess) << "the fused kernel";
   for (std::size_t i = 0; i < c.separate.size(); ++i) {
-    ASSERT_EQ(
-        c.separate[i](Launch(config, shape.out_features, batch.view, stream, separate.pointers)),
-        cudaSuccess)
-        << "separate kernel " << i;
+    ASSERT_EQ(c.separate[i](separate_launch), cudaSuccess) << "separate kernel " << i;
   }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  split.ExpectArrivalsZero();
   r.fused = DownloadSide(c, shape, fused);
   const auto separate_out = DownloadSide(c, shape, separate);
   for (const BufferSpec& spec : c.buffers) {

@@ -131,6 +131,7 @@ class Launch {
   int out_features;
   DecodeBatch batch;
   cudaStream_t stream;
+  AttentionScratch scratch;  // the split attention's (SplitScratch), for every launch alike
 
   void* operator[](const std::string& name) const;  // fails the test for an unknown name
   [[nodiscard]] float* f32(const std::string& name) const;

@@ -122,6 +122,27 @@ DeviceBuffer<T> Poisoned(std::size_t n) {
   return std::move(buffer).value();
 }
 
+// The split decode attention's scratch for `rows` rows (none when
+// max_context fits one unit): partials poisoned (NaN), so a read of one
+// that no block wrote shows, and arrival counts zeroed as the contract asks.
+struct SplitScratch {
+  SplitScratch(const DecoderConfig& config, std::uint32_t rows)
+      : partials(Poisoned<float>(attention_scratch_floats(config, rows))),
+        arrivals(Poisoned<std::uint32_t>(attention_scratch_arrivals(config, rows))) {
+    EXPECT_TRUE(arrivals.Fill(0).ok());
+    view = {partials.data(), arrivals.data(), rows};
+  }
+  // Every launch leaves the counts at zero for the next one.
+  void ExpectArrivalsZero() const {
+    for (std::uint32_t count : Download(arrivals)) {
+      ASSERT_EQ(count, 0u) << "a split's arrival count was left non-zero";
+    }
+  }
+  DeviceBuffer<float> partials;
+  DeviceBuffer<std::uint32_t> arrivals;
+  AttentionScratch view;
+};
+
 // A batch on the device: `capacity` positions, the first `active` live.
 struct TestBatch {
   DeviceBuffer<std::uint32_t> active;

@@ -1,0 +1,68 @@
+// What both paths of decode attention share (kernels/attention_body.cuh):
+// the block size, the row a block serves as looked up from the batch, and
+// the launchers' instantiation choice. Internal; Abseil-free.
+#pragma once
+
+#include "kernels/attention_split.h"
+#include "kernels/decode_kernel_common.cuh"
+#include "kernels/rope_body.cuh"
+
+namespace baton::detail::decode {
+
+inline constexpr int kAttentionThreads = 128;
+inline constexpr int kAttentionWarps = kAttentionThreads / 32;
+// Registers per thread (__maxnreg__): two blocks per SM, and what the short
+// path needs without spilling (it used 217 alone); the split path (out of
+// line) spills a little within it.
+inline constexpr int kAttentionMaxRegisters = 224;
+// The dynamic-parallelism step's kernel (separate compilation: its split
+// path compiles on its own, to 255 registers) bounds blocks per SM instead.
+inline constexpr int kAttentionMinBlocks = 2;
+
+// Query heads one pass of the split path serves: 4, or 8 for larger groups
+// (the launchers pick; a group past 8 takes several passes).
+__host__ __device__ constexpr int attention_pass_heads(int group_size) {
+  return group_size <= 4 ? 4 : 8;
+}
+
+// Calls f.template operator()<V, H>() with the config's load width (8
+// elements when head_dim allows, else 2) and query heads per pass; host and
+// device (the dynamic-parallelism step launches from the GPU).
+template <class F>
+__host__ __device__ cudaError_t dispatch_attention(const DecoderConfig& config, const F& f) {
+  const bool wide = config.head_dim % kVector == 0;
+  if (attention_pass_heads(config.group_size()) == 8) {
+    return wide ? f.template operator()<kVector, 8>() : f.template operator()<2, 8>();
+  }
+  return wide ? f.template operator()<kVector, 4>() : f.template operator()<2, 4>();
+}
+
+// The row p of a step as attention sees it: its sequence's slot and
+// position, and hist, the rows of its context already in the cache (the rest,
+// [hist, pos), are this step's chunk before it: their k and v are in qkv).
+struct AttentionRow {
+  bool live = false;      // p < the batch's active rows
+  bool in_range = false;  // live, with a valid slot and position
+  std::uint32_t slot = 0;
+  int pos = 0;
+  int hist = 0;
+};
+
+// One round of loads (look_up_sequence and the chunk's fresh count). With
+// Rope and batch.fresh, rows p - fresh .. p - 1 are this row's chunk; a
+// forged count past the sequence's start reads no row before the step's
+// first.
+// `at_slot(slot)` runs with the loads (look_up_sequence).
+template <bool Rope, class AtSlot>
+__device__ inline AttentionRow look_up_attention_row(const DecodeBatch& batch,
+                                                     const DecoderConfig& config, std::uint32_t p,
+                                                     AtSlot&& at_slot) {
+  AttentionRow row;
+  int fresh = Rope && batch.fresh != nullptr ? static_cast<int>(batch.fresh[p]) : 0;
+  row.in_range = look_up_sequence(batch, config, p, row.live, row.slot, row.pos, at_slot);
+  fresh = fresh > row.pos ? row.pos : fresh > static_cast<int>(p) ? static_cast<int>(p) : fresh;
+  row.hist = row.pos - (fresh < 0 ? 0 : fresh);
+  return row;
+}
+
+}  // namespace baton::detail::decode

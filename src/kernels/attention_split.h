@@ -1,0 +1,111 @@
+// How decode attention splits a row's context across blocks (split-K, or
+// "flash-decoding"): the layout is a function of the context alone, so a
+// row's bits never depend on the batch, the bucket or the engine's grid.
+// Plain C++ (host and device): the launchers size grids and scratch with it,
+// the kernel body walks it, the tests check it.
+//
+// A row attends over `context` keys in tiles of kAttentionTile. The tiles
+// are dealt to `units` contiguous runs (at most kAttentionMaxUnits, each at
+// least kAttentionUnitKeys keys but the last): a unit is one block's work,
+// its softmax partial (max, sum, unnormalized output) written to scratch and
+// combined in unit order by whichever block finishes last. A context of one
+// unit writes its output directly (no scratch, no combine).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "baton/config.h"
+#include "baton/decoder_config.h"
+
+namespace baton {
+
+inline constexpr int kAttentionTile = 256;      // units are whole tiles
+inline constexpr int kAttentionUnitKeys = 256;  // keys a unit holds at least (but the last)
+inline constexpr int kAttentionMaxUnits = 64;   // units per (row, key/value head)
+// Blocks of one launch: two per SM of an H100/H200 (132 SMs), all resident
+// at once (kernels/attention_row.cuh), which keeps enough loads in flight
+// for a long context at batch 1. A block with no unit of its row leaves
+// after loading the row's position.
+inline constexpr int kAttentionTargetBlocks = 264;
+
+// Decode attention splits along the context only for a model whose
+// max_context exceeds this (the limit before the split existed): below it
+// the single-pass kernel serves every context, one block per (row, query
+// head) with the context's scores in shared memory. The split kernel's
+// short-context path was 2% (b1) to 6% (b8) slower per Llama-3.2-1B decode
+// step (H100, results/h100-2026-11-25-decode-same-call-split-kernel-short-path-*).
+inline constexpr int kAttentionSplitContext = 8192;
+
+[[nodiscard]] BATON_HOST_DEVICE inline bool attention_splits(const DecoderConfig& config) {
+  return config.max_context > kAttentionSplitContext;
+}
+
+struct AttentionSplit {
+  int units = 1;           // contiguous runs of tiles, one partial each
+  int tiles_per_unit = 1;  // the last unit may hold fewer
+};
+
+[[nodiscard]] BATON_HOST_DEVICE inline AttentionSplit attention_split(int context) {
+  AttentionSplit s;
+  const int tiles = (context + kAttentionTile - 1) / kAttentionTile;
+  if (context <= kAttentionUnitKeys) {
+    s.tiles_per_unit = tiles < 1 ? 1 : tiles;
+    return s;
+  }
+  int wanted = (context + kAttentionUnitKeys - 1) / kAttentionUnitKeys;
+  if (wanted > kAttentionMaxUnits) wanted = kAttentionMaxUnits;
+  s.tiles_per_unit = (tiles + wanted - 1) / wanted;
+  s.units = (tiles + s.tiles_per_unit - 1) / s.tiles_per_unit;
+  return s;
+}
+
+// The blocks per (row, query head) a launch of `capacity` rows gives (grid
+// z; kernels/attention_body.cuh): enough for about kAttentionTargetBlocks
+// in all, never more than the longest context's units need (a key/value
+// head's splits are the group's query-head blocks, group x z of them). Any
+// count gives the same bits.
+[[nodiscard]] BATON_HOST_DEVICE inline unsigned attention_blocks_per_head(
+    const DecoderConfig& config, std::uint32_t capacity) {
+  if (!attention_splits(config)) return 1;
+  const unsigned units = static_cast<unsigned>(attention_split(config.max_context).units);
+  const unsigned group = static_cast<unsigned>(config.group_size());
+  const unsigned most = group == 0 ? 1 : (units + group - 1) / group;
+  const unsigned pairs = capacity * static_cast<unsigned>(config.heads);
+  unsigned z = pairs == 0 ? 1 : (kAttentionTargetBlocks + pairs - 1) / pairs;
+  if (z > most) z = most;
+  return z < 1 ? 1 : z;
+}
+
+// Device scratch the split contexts need: per (row, query head, unit) the
+// unnormalized output (head_dim floats) and the (max, sum) pair, and per
+// (row, key/value head) an arrival count that must start at zero (each
+// launch leaves it zero again). Rows: the largest capacity launched with it.
+struct AttentionScratch {
+  float* partials = nullptr;          // [rows][heads][kAttentionMaxUnits][head_dim + 2]
+  std::uint32_t* arrivals = nullptr;  // [rows][kv_heads], zeroed once
+  std::uint32_t rows = 0;
+};
+
+// Whether `scratch` serves a launch of `capacity` rows: the single-pass
+// kernel reads none; longer ones need partials and arrivals for every row.
+[[nodiscard]] inline bool attention_scratch_ok(const DecoderConfig& config, std::uint32_t capacity,
+                                               const AttentionScratch& scratch) {
+  if (!attention_splits(config)) return true;
+  return scratch.partials != nullptr && scratch.arrivals != nullptr && scratch.rows >= capacity;
+}
+
+// Floats of AttentionScratch::partials for `rows` rows (0 when the model
+// does not split: no scratch is read).
+[[nodiscard]] inline std::size_t attention_scratch_floats(const DecoderConfig& config,
+                                                          std::uint32_t rows) {
+  if (!attention_splits(config)) return 0;
+  return std::size_t{rows} * config.heads * kAttentionMaxUnits * (config.head_dim + 2);
+}
+[[nodiscard]] inline std::size_t attention_scratch_arrivals(const DecoderConfig& config,
+                                                            std::uint32_t rows) {
+  if (!attention_splits(config)) return 0;
+  return std::size_t{rows} * config.key_value_heads();
+}
+
+}  // namespace baton
