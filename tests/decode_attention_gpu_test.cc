@@ -81,10 +81,10 @@ class AttentionTest : public kernel_test::DecodeKernelTest,
   // checks q rotated in place, the appended cache rows, every other cache
   // row unchanged bit for bit, qkv past the live batch unchanged, and the
   // attention output.
-  void RunAttentionCase(bool fused);
+  void RunAttentionCase(bool fused, bool paged = false);
 };
 
-void AttentionTest::RunAttentionCase(bool fused) {
+void AttentionTest::RunAttentionCase(bool fused, bool paged) {
   const AttentionShape& shape = AttentionShapes()[std::get<0>(GetParam())];
   const DecoderDType dtype = std::get<1>(GetParam());
   const int heads = shape.heads, kv_heads = shape.kv_heads, head_dim = shape.head_dim;
@@ -114,8 +114,29 @@ void AttentionTest::RunAttentionCase(bool fused) {
   positions.push_back(0);
   const std::uint32_t max_slots = capacity + 3;
   TestBatch batch = MakeBatch(capacity, active, max_slots, positions);
+  // The cache, dense ([slot][kv head][position]) or paged: pages of 64
+  // tokens handed out in reverse pool order, so that a sequence's pages are
+  // neither contiguous nor in order (kv_row's layout:
+  // [page][kv head][token in page]).
+  constexpr std::uint32_t kPageShift = 6;
+  const std::uint32_t pages_per_slot =
+      (static_cast<std::uint32_t>(max_context) + (1u << kPageShift) - 1) >> kPageShift;
+  const std::uint32_t pool_pages = max_slots * pages_per_slot;
+  std::vector<std::uint32_t> page_table(pool_pages);
+  for (std::uint32_t i = 0; i < pool_pages; ++i) page_table[i] = pool_pages - 1 - i;
+  const auto row_of = [&](std::uint32_t slot, int kh, int t) -> std::size_t {
+    if (!paged) {
+      return ((static_cast<std::size_t>(slot) * kv_heads + kh) * max_context + t) * head_dim;
+    }
+    const std::size_t page =
+        page_table[slot * pages_per_slot + (static_cast<std::uint32_t>(t) >> kPageShift)];
+    return (((page * kv_heads + kh) << kPageShift) +
+            (static_cast<std::uint32_t>(t) & ((1u << kPageShift) - 1))) *
+           head_dim;
+  };
   const std::size_t cache_elements =
-      static_cast<std::size_t>(max_slots) * kv_heads * max_context * head_dim;
+      paged ? (static_cast<std::size_t>(pool_pages) * kv_heads << kPageShift) * head_dim
+            : static_cast<std::size_t>(max_slots) * kv_heads * max_context * head_dim;
   const auto keys0 = RandomHalf(cache_elements, dtype, 1.0);
   const auto values0 = RandomHalf(cache_elements, dtype, 1.0);
   const auto qkv0 = RandomHalf(static_cast<std::size_t>(capacity) * qkv_width, dtype, 1.0);
@@ -124,7 +145,14 @@ void AttentionTest::RunAttentionCase(bool fused) {
   auto d_qkv = Upload(qkv0);
   auto d_rope = Upload(inv_freq);
   auto d_out = Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * width);
-  const KvCacheLayer cache{d_keys.data(), d_values.data()};
+  auto d_pages = Upload(page_table);
+  KvCacheLayer cache{d_keys.data(), d_values.data()};
+  if (paged) {
+    cache.page_table = d_pages.data();
+    cache.pages_per_slot = pages_per_slot;
+    cache.page_shift = kPageShift;
+    cache.pool_pages = pool_pages;
+  }
   kernel_test::SplitScratch scratch(config, capacity);
   cudaStream_t stream = stream_.get();
   if (fused) {
@@ -167,8 +195,7 @@ void AttentionTest::RunAttentionCase(bool fused) {
         v_of[kh][d] = at(qkv0, v_base + d);
       }
       reference::Rope(k_of[kh].data(), head_dim, pos, inv_freq);
-      const std::size_t row =
-          ((static_cast<std::size_t>(slot) * kv_heads + kh) * max_context + pos) * head_dim;
+      const std::size_t row = row_of(slot, kh, pos);
       for (int d = 0; d < head_dim; ++d) {
         k_ref.push_back(k_of[kh][d]);
         k_out.push_back(at(keys, row + d));
@@ -188,13 +215,11 @@ void AttentionTest::RunAttentionCase(bool fused) {
       }
       // The sequence's context: cached rows of its key/value head before
       // pos, then this token.
-      const std::size_t first =
-          (static_cast<std::size_t>(slot) * kv_heads + kh) * max_context * head_dim;
       std::vector<double> ctx_keys, ctx_values;
       for (int t = 0; t < pos; ++t) {
         for (int d = 0; d < head_dim; ++d) {
-          ctx_keys.push_back(at(keys0, first + static_cast<std::size_t>(t) * head_dim + d));
-          ctx_values.push_back(at(values0, first + static_cast<std::size_t>(t) * head_dim + d));
+          ctx_keys.push_back(at(keys0, row_of(slot, kh, t) + d));
+          ctx_values.push_back(at(values0, row_of(slot, kh, t) + d));
         }
       }
       for (int d = 0; d < head_dim; ++d) {
@@ -205,7 +230,7 @@ void AttentionTest::RunAttentionCase(bool fused) {
       // The same attention from the q and k the kernel stored (rounded to
       // the storage type), which is what it attends with.
       std::vector<double> stored_q(head_dim);
-      const std::size_t row = first + static_cast<std::size_t>(pos) * head_dim;
+      const std::size_t row = row_of(slot, kh, pos);
       for (int d = 0; d < head_dim; ++d) {
         stored_q[d] = at(qkv, q_base + d);
         ctx_keys[static_cast<std::size_t>(pos) * head_dim + d] = at(keys, row + d);
@@ -219,7 +244,7 @@ void AttentionTest::RunAttentionCase(bool fused) {
     }
   }
   // One row per (position, head) in every comparison below.
-  const std::string kernel = fused ? "_fused" : "";
+  const std::string kernel = std::string(fused ? "_fused" : "") + (paged ? "_paged" : "");
   ExpectClose("rope_q" + kernel, dtype, q_out, q_ref, head_dim);
   ExpectClose("rope_k_cache" + kernel, dtype, k_out, k_ref, head_dim);
   // Attention by the norm against the whole chain from the unrounded RoPE
@@ -247,6 +272,13 @@ TEST_P(AttentionTest, RopeAppendKvThenAttentionMatchReference) { RunAttentionCas
 // EnqueueRopeAttention (RoPE and KV append fused into attention) against the
 // same references and the same cache checks.
 TEST_P(AttentionTest, RopeAttentionMatchesReference) { RunAttentionCase(true); }
+
+// Both, reading and appending through a page table whose pages are out of
+// order (the split kernel's page lookups, the single-pass kernel's kv_row).
+TEST_P(AttentionTest, PagedCacheMatchesReference) {
+  RunAttentionCase(false, true);
+  RunAttentionCase(true, true);
+}
 
 class SplitAttentionTest : public kernel_test::DecodeKernelTest {};
 
