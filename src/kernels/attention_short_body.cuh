@@ -1,5 +1,6 @@
-// The short path of decode attention (kernels/attention_body.cuh): a row
-// whose context fits one unit, one block per query head. Internal;
+// The single-pass path of decode attention (kernels/attention_body.cuh), a
+// block per (row, query head): every row of a model that does not split,
+// and a row of at most kAttentionUnitKeys keys of one that does. Internal;
 // Abseil-free.
 #pragma once
 
