@@ -11,12 +11,9 @@ namespace baton::detail::decode {
 
 inline constexpr int kAttentionThreads = 128;
 inline constexpr int kAttentionWarps = kAttentionThreads / 32;
-// Registers per thread (__maxnreg__): two blocks per SM, and what the short
-// path needs without spilling (it used 217 alone); the split path (out of
-// line) spills a little within it.
-inline constexpr int kAttentionMaxRegisters = 224;
-// The dynamic-parallelism step's kernel (separate compilation: its split
-// path compiles on its own, to 255 registers) bounds blocks per SM instead.
+// Blocks resident per SM (__launch_bounds__): the split path keeps a warp
+// tile's loads and its accumulators in up to 255 registers (a 224 cap made
+// it spill and long contexts 8-20% slower, H100, 2026-11-25).
 inline constexpr int kAttentionMinBlocks = 2;
 
 // Query heads one pass of the split path serves: 4, or 8 for larger groups
@@ -35,6 +32,24 @@ __host__ __device__ cudaError_t dispatch_attention(const DecoderConfig& config, 
     return wide ? f.template operator()<kVector, 8>() : f.template operator()<2, 8>();
   }
   return wide ? f.template operator()<kVector, 4>() : f.template operator()<2, 4>();
+}
+
+// A launch of `capacity` rows (both launchers): the single-pass kernel's
+// grid (rows, query heads) with max_context floats of scores in dynamic
+// shared memory, or the split kernel's (rows, query heads, z) with none.
+struct AttentionLaunchShape {
+  bool split;
+  dim3 grid;
+  unsigned shared_bytes;
+};
+__host__ __device__ inline AttentionLaunchShape attention_launch_shape(const DecoderConfig& config,
+                                                                       std::uint32_t capacity) {
+  const unsigned heads = static_cast<unsigned>(config.heads);
+  if (!attention_splits(config)) {
+    return {false, dim3(capacity, heads),
+            static_cast<unsigned>(sizeof(float)) * static_cast<unsigned>(config.max_context)};
+  }
+  return {true, dim3(capacity, heads, attention_blocks_per_head(config, capacity)), 0};
 }
 
 // The row p of a step as attention sees it: its sequence's slot and

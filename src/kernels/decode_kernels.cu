@@ -25,6 +25,8 @@ namespace baton {
 namespace {
 
 using detail::decode::attention_body;
+using detail::decode::attention_launch_shape;
+using detail::decode::AttentionLaunchShape;
 using detail::decode::dispatch_attention;
 using detail::decode::enter_step_node_active;
 using detail::decode::enter_step_node_sequence;
@@ -151,16 +153,12 @@ struct AttentionLaunch {
   cudaStream_t stream;
   template <int V, int H>
   cudaError_t operator()() const {
-    if (!attention_splits(config)) {  // the single-pass kernel: scores in shared memory
-      return launch_step_kernel(attention_kernel<T, V, 4, Rope, false>,
-                                dim3(batch.capacity, config.heads), dim3(kAttentionThreads),
-                                sizeof(float) * config.max_context, stream, config, inv_freq, qkv,
-                                cache, batch, scratch, out);
-    }
-    const dim3 grid(batch.capacity, config.heads,
-                    attention_blocks_per_head(config, batch.capacity));
-    return launch_step_kernel(attention_kernel<T, V, H, Rope, true>, grid, dim3(kAttentionThreads),
-                              0, stream, config, inv_freq, qkv, cache, batch, scratch, out);
+    const AttentionLaunchShape shape = attention_launch_shape(config, batch.capacity);
+    // (The single-pass kernel has no use for H: one instantiation.)
+    const auto kernel = shape.split ? attention_kernel<T, V, H, Rope, true>
+                                    : attention_kernel<T, V, 4, Rope, false>;
+    return launch_step_kernel(kernel, shape.grid, dim3(kAttentionThreads), shape.shared_bytes,
+                              stream, config, inv_freq, qkv, cache, batch, scratch, out);
   }
 };
 

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
 }
 
 // Launches the attention's instantiation for (V, H) from the device, into
-// the tail-launch stream, on the split grid of the actual rows.
+// the tail-launch stream, on the grid of the actual rows.
 template <class T, bool Rope>
 struct DpAttentionLaunch {
   const DecoderConfig& config;
@@ -96,17 +96,17 @@ struct DpAttentionLaunch {
   T* out;
   template <int V, int H>
   __device__ cudaError_t operator()() const {
-    if (!attention_splits(config)) {  // the single-pass kernel: scores in shared memory
-      dp_attention_kernel<T, V, 4, Rope, false>
-          <<<dim3(batch.capacity, config.heads), kAttentionThreads,
-             sizeof(float) * config.max_context, cudaStreamTailLaunch>>>(
+    const decode::AttentionLaunchShape shape =
+        decode::attention_launch_shape(config, batch.capacity);
+    if (shape.split) {
+      dp_attention_kernel<T, V, H, Rope, true>
+          <<<shape.grid, kAttentionThreads, shape.shared_bytes, cudaStreamTailLaunch>>>(
               config, inv_freq, qkv, cache, batch, scratch, out);
-      return cudaSuccess;
+    } else {  // (the single-pass kernel has no use for H: one instantiation)
+      dp_attention_kernel<T, V, 4, Rope, false>
+          <<<shape.grid, kAttentionThreads, shape.shared_bytes, cudaStreamTailLaunch>>>(
+              config, inv_freq, qkv, cache, batch, scratch, out);
     }
-    const dim3 grid(batch.capacity, config.heads,
-                    attention_blocks_per_head(config, batch.capacity));
-    dp_attention_kernel<T, V, H, Rope, true><<<grid, kAttentionThreads, 0, cudaStreamTailLaunch>>>(
-        config, inv_freq, qkv, cache, batch, scratch, out);
     return cudaSuccess;  // the launcher reads the launch's error
   }
 };
