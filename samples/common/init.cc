@@ -9,11 +9,28 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
 ABSL_FLAG(std::string, json, "", "write the results as JSON to this file");
 
 namespace baton::samples {
+
+absl::StatusOr<std::vector<std::uint32_t>> ParsePositiveList(const std::string& flag,
+                                                             const char* name) {
+  std::vector<std::uint32_t> out;
+  for (absl::string_view part : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    std::uint32_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", part, "' is not >= 1"));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
+  return out;
+}
 
 void InitSample(int argc, char** argv, const char* usage) {
   absl::FlagsUsageConfig config;

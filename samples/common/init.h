@@ -4,9 +4,13 @@
 // table and verdict, and the exit code.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/report.h"
 
 namespace baton::samples {
@@ -19,5 +23,10 @@ void InitSample(int argc, char** argv, const char* usage);
 // 2 no usable GPU (FailedPrecondition).
 int RunSample(int argc, char** argv, const char* name, const char* usage,
               const std::function<absl::Status(Report&)>& run);
+
+// A comma-separated list of integers >= 1 (e.g. --batches=1,8); the error
+// names the flag `--name` and the bad part.
+absl::StatusOr<std::vector<std::uint32_t>> ParsePositiveList(const std::string& flag,
+                                                             const char* name);
 
 }  // namespace baton::samples

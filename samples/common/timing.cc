@@ -20,6 +20,12 @@ TimingSummary Summarize(std::vector<double> samples_ms) {
   return summary;
 }
 
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
+}
+
 absl::StatusOr<TimingSummary> TimeWithEvents(cudaStream_t stream, int warmup, int repeats,
                                              const std::function<absl::Status()>& body,
                                              const std::function<absl::Status()>& setup) {

@@ -20,6 +20,12 @@ struct TimingSummary {
 
 [[nodiscard]] TimingSummary Summarize(std::vector<double> samples_ms);
 
+// The q-quantile (0 <= q <= 1) of `v` by nearest rank (index q * (n - 1),
+// rounded); 0 for an empty `v`. Median: q = 0.5 (the upper middle when n
+// is even).
+[[nodiscard]] double Percentile(std::vector<double> v, double q);
+[[nodiscard]] inline double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
+
 // Runs `body` `warmup` times, then `repeats` times between two events recorded
 // on `stream`, and summarizes the per-repeat milliseconds. `body` enqueues work
 // (and may synchronize, for host-driven loops); a non-OK Status stops timing.

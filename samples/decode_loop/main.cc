@@ -113,15 +113,6 @@ struct RunResult {
   std::map<std::uint32_t, std::vector<std::int32_t>> tokens_by_entry;
 };
 
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5));
-  return v[i];
-}
-
-double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
-
 // Reads the tokens and step clock of a finished run.
 absl::Status Collect(DecoderModel& model, const std::vector<Completion>& completions,
                      std::uint64_t first_step, RunResult& result) {

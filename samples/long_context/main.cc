@@ -31,6 +31,7 @@
 #include "common/bandwidth.h"
 #include "common/init.h"
 #include "common/report.h"
+#include "common/timing.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "the Hugging Face model directory to serve (required)");
 ABSL_FLAG(std::string, model, "", "the rows' model label (default: the directory's name)");
@@ -45,24 +46,6 @@ ABSL_FLAG(std::uint64_t, seed, 1, "prompts");
 
 namespace baton::samples {
 namespace {
-
-absl::StatusOr<std::vector<std::uint32_t>> ParseList(const std::string& flag, const char* name) {
-  std::vector<std::uint32_t> out;
-  for (absl::string_view part : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
-    std::uint32_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", part, "' is not >= 1"));
-    }
-    out.push_back(v);
-  }
-  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
-  return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // One run: the batch's requests submitted at once; returns the median step
 // (µs) over the steps where every sequence decodes (after the last prompt
@@ -128,8 +111,10 @@ absl::Status Run(Report& report) {
     const std::vector<std::string> parts = absl::StrSplit(checkpoint, '/', absl::SkipEmpty());
     label = parts.empty() ? checkpoint : parts.back();
   }
-  BATON_ASSIGN_OR_RETURN(const auto contexts, ParseList(absl::GetFlag(FLAGS_contexts), "contexts"));
-  BATON_ASSIGN_OR_RETURN(const auto batches, ParseList(absl::GetFlag(FLAGS_batches), "batches"));
+  BATON_ASSIGN_OR_RETURN(const auto contexts,
+                         ParsePositiveList(absl::GetFlag(FLAGS_contexts), "contexts"));
+  BATON_ASSIGN_OR_RETURN(const auto batches,
+                         ParsePositiveList(absl::GetFlag(FLAGS_batches), "batches"));
   const int new_tokens = absl::GetFlag(FLAGS_new_tokens);
   const int repeats = absl::GetFlag(FLAGS_repeats);
   if (new_tokens < 8) return absl::InvalidArgumentError("--new_tokens: at least 8");

@@ -34,6 +34,7 @@
 #include "baton/status.h"
 #include "common/init.h"
 #include "common/report.h"
+#include "common/timing.h"
 #include "decode_loop/host_loop.h"
 #include "decode_loop/presets.h"
 
@@ -62,25 +63,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
-}
-
-absl::StatusOr<std::vector<std::uint32_t>> ParseList(const std::string& flag, const char* name) {
-  std::vector<std::uint32_t> out;
-  for (absl::string_view part : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
-    std::uint32_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", part, "' is not >= 1"));
-    }
-    out.push_back(v);
-  }
-  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
-  return out;
-}
 
 // One timed batch of requests on one driver.
 struct Timed {
@@ -275,9 +257,12 @@ absl::Status MixedRun(DecoderModel& model, Driver& d, std::uint32_t budget, Repo
 }
 
 absl::Status Run(Report& report) {
-  BATON_ASSIGN_OR_RETURN(const auto prompts, ParseList(absl::GetFlag(FLAGS_prompts), "prompts"));
-  BATON_ASSIGN_OR_RETURN(const auto batches, ParseList(absl::GetFlag(FLAGS_batches), "batches"));
-  BATON_ASSIGN_OR_RETURN(const auto budgets, ParseList(absl::GetFlag(FLAGS_budgets), "budgets"));
+  BATON_ASSIGN_OR_RETURN(const auto prompts,
+                         ParsePositiveList(absl::GetFlag(FLAGS_prompts), "prompts"));
+  BATON_ASSIGN_OR_RETURN(const auto batches,
+                         ParsePositiveList(absl::GetFlag(FLAGS_batches), "batches"));
+  BATON_ASSIGN_OR_RETURN(const auto budgets,
+                         ParsePositiveList(absl::GetFlag(FLAGS_budgets), "budgets"));
   const std::uint32_t new_tokens = absl::GetFlag(FLAGS_new_tokens);
   const int repeats = absl::GetFlag(FLAGS_repeats);
   const std::uint32_t decoders = absl::GetFlag(FLAGS_mixed_decoders);
