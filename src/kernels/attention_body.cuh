@@ -16,12 +16,14 @@
 // - a longer context: the group's query-head blocks of the row, group x z
 //   of them, are the splits of its key/value head, each reading its units'
 //   keys and values once for all the group's heads
-//   (attention_split_body.cuh).
+//   (attention_split_mma_body.cuh on tensor cores for the models
+//   attention_split_mma accepts, else attention_split_body.cuh).
 #pragma once
 
 #include "kernels/attention_row.cuh"
 #include "kernels/attention_short_body.cuh"
 #include "kernels/attention_split_body.cuh"
+#include "kernels/attention_split_mma_body.cuh"
 
 namespace baton::detail::decode {
 
@@ -29,6 +31,7 @@ template <class T, int V, int H, bool Split>
 union AttentionShared {
   AttentionShortShared<T> short_path;
   AttentionSplitShared<T, V, H> split_path;
+  AttentionMmaShared<T> mma_path;
 };
 template <class T, int V, int H>
 union AttentionShared<T, V, H, false> {
@@ -40,8 +43,9 @@ union AttentionShared<T, V, H, false> {
 // rotates q (in place) and this token's k, appends k and v once, and takes
 // the keys and values of the row's chunk before it (batch.fresh) from their
 // qkv rows.
-// `scores`: max_context floats (dynamic shared memory) for Split = false,
-// unused otherwise.
+// `scores`: the dynamic shared memory, 16-byte aligned: max_context floats
+// for Split = false, the tensor-core path's ring and states
+// (attention_mma_layout) otherwise.
 template <class T, int V, int H, bool Rope, bool Split>
 __device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
                                                KvCacheLayer cache, DecodeBatch batch,
@@ -74,9 +78,17 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
     const int group = config.group_size();
     const int split = (head % group) * static_cast<int>(gridDim.z) + z;
     if (split >= attention_split(row.pos + 1).units) return;
+    const int blocks = group * static_cast<int>(gridDim.z);
+    if constexpr (V == kVector) {
+      if (attention_split_mma(config)) {
+        attention_split_mma_body<T, Rope>(config, inv_freq, qkv, cache, batch, row, head / group,
+                                          split, blocks, scratch, sh.mma_path,
+                                          reinterpret_cast<char*>(scores), out);
+        return;
+      }
+    }
     attention_split_body<T, V, H, Rope>(config, inv_freq, qkv, cache, batch, row, head / group,
-                                        split, group * static_cast<int>(gridDim.z), scratch,
-                                        sh.split_path, out);
+                                        split, blocks, scratch, sh.split_path, out);
   }
 }
 

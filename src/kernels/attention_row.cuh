@@ -36,7 +36,8 @@ __host__ __device__ cudaError_t dispatch_attention(const DecoderConfig& config, 
 
 // A launch of `capacity` rows (both launchers): the single-pass kernel's
 // grid (rows, query heads) with max_context floats of scores in dynamic
-// shared memory, or the split kernel's (rows, query heads, z) with none.
+// shared memory, or the split kernel's (rows, query heads, z) with the
+// tensor-core path's ring (none for the CUDA-core path).
 struct AttentionLaunchShape {
   bool split;
   dim3 grid;
@@ -49,7 +50,8 @@ __host__ __device__ inline AttentionLaunchShape attention_launch_shape(const Dec
     return {false, dim3(capacity, heads),
             static_cast<unsigned>(sizeof(float)) * static_cast<unsigned>(config.max_context)};
   }
-  return {true, dim3(capacity, heads, attention_blocks_per_head(config, capacity)), 0};
+  return {true, dim3(capacity, heads, attention_blocks_per_head(config, capacity)),
+          attention_split_mma(config) ? attention_mma_layout(config).bytes : 0u};
 }
 
 // The row p of a step as attention sees it: its sequence's slot and
@@ -78,6 +80,22 @@ __device__ inline AttentionRow look_up_attention_row(const DecodeBatch& batch,
   fresh = fresh > row.pos ? row.pos : fresh > static_cast<int>(p) ? static_cast<int>(p) : fresh;
   row.hist = row.pos - (fresh < 0 ? 0 : fresh);
   return row;
+}
+
+// The piece [d, d + V) of the key of an earlier row t of this row's chunk,
+// rotated and rounded as the cache will hold it (its own block appends it
+// meanwhile). Rare (chunk steps of the fused kernel), so kept out of line:
+// inlined into the unrolled tile loads, its sincosf made the kernel's code
+// several times larger than the instruction cache.
+template <class T, int V>
+__device__ __noinline__ Packed<T, V> chunk_key_piece(const DecoderConfig& config,
+                                                     const float* inv_freq, const T* k_row, int t,
+                                                     int d) {
+  float rotated[V];
+  rotated_piece<T, V>(k_row, d, RopeAngles<V>(config, inv_freq, t, d), rotated);
+  Packed<T, V> out;
+  store_packed<T, V>(reinterpret_cast<T*>(&out.bits), rotated);
+  return out;
 }
 
 }  // namespace baton::detail::decode

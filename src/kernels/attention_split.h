@@ -41,6 +41,49 @@ inline constexpr int kAttentionSplitContext = 8192;
   return config.max_context > kAttentionSplitContext;
 }
 
+// The tensor-core split path (kernels/attention_split_mma_body.cuh) serves
+// every model whose head_dim is a multiple of 16 up to 128 and whose group
+// of query heads fits one mma's 16 rows (every Llama, Qwen2 and Mistral
+// checkpoint); other models take the CUDA-core split path
+// (attention_split_body.cuh). Both are functions of the model alone.
+inline constexpr int kAttentionMmaTileKeys = 64;  // keys per K/V tile of the ring
+inline constexpr int kAttentionMmaRows = 16;      // query heads of a group: one mma's M
+inline constexpr unsigned kAttentionMmaWarps = 4;
+
+[[nodiscard]] BATON_HOST_DEVICE inline bool attention_split_mma(const DecoderConfig& config) {
+  return config.head_dim % 16 == 0 && config.head_dim <= 128 &&
+         config.group_size() <= kAttentionMmaRows;
+}
+
+// The tensor-core path's dynamic shared memory: a ring of K/V tiles (rows of
+// 128 bytes for head_dim <= 64, else 256; three tiles, or two of the wider
+// rows, so that two blocks still fit an SM), then each warp's unit state
+// (its group's unnormalized outputs, maxima and sums) for the warp-order
+// combine.
+struct AttentionMmaLayout {
+  unsigned row_bytes = 0;
+  unsigned stages = 0;
+  unsigned stage_bytes = 0;  // one tile's keys and values
+  unsigned states = 0;       // byte offset of the warps' states
+  unsigned bytes = 0;        // in all
+};
+[[nodiscard]] BATON_HOST_DEVICE inline AttentionMmaLayout attention_mma_layout(
+    const DecoderConfig& config) {
+  AttentionMmaLayout l;
+  l.row_bytes = config.head_dim <= 64 ? 128u : 256u;
+  l.stages = l.row_bytes == 128u ? 3u : 2u;
+  l.stage_bytes = 2u * kAttentionMmaTileKeys * l.row_bytes;
+  l.states = l.stages * l.stage_bytes;
+  const unsigned group = static_cast<unsigned>(config.group_size());
+  l.bytes =
+      l.states + kAttentionMmaWarps * group * (static_cast<unsigned>(config.head_dim) + 2u) * 4u;
+  return l;
+}
+// The most any model asks for (head_dim 128, a group of 16): what the
+// dynamic-parallelism step opts its instantiations in to.
+inline constexpr unsigned kAttentionMmaMaxBytes =
+    2u * 2u * kAttentionMmaTileKeys * 256u + kAttentionMmaWarps * 16u * (128u + 2u) * 4u;
+
 struct AttentionSplit {
   int units = 1;           // contiguous runs of tiles, one partial each
   int tiles_per_unit = 1;  // the last unit may hold fewer

@@ -86,22 +86,6 @@ struct AttentionWarpLayout {
   }
 };
 
-// The piece [d, d + V) of the key of an earlier row t of this row's chunk,
-// rotated and rounded as the cache will hold it (its own block appends it
-// meanwhile). Rare (chunk steps of the fused kernel), so kept out of line:
-// inlined into the unrolled tile loads, its sincosf made the kernel's code
-// several times larger than the instruction cache.
-template <class T, int V>
-__device__ __noinline__ Packed<T, V> chunk_key_piece(const DecoderConfig& config,
-                                                     const float* inv_freq, const T* k_row, int t,
-                                                     int d) {
-  float rotated[V];
-  rotated_piece<T, V>(k_row, d, RopeAngles<V>(config, inv_freq, t, d), rotated);
-  Packed<T, V> out;
-  store_packed<T, V>(reinterpret_cast<T*>(&out.bits), rotated);
-  return out;
-}
-
 // What a split block keeps in shared memory (about 26 KB for H = 8 and
 // head_dim 128).
 template <class T, int V, int H>

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
     attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
                      DecodeBatch batch, AttentionScratch scratch, T* out) {
   __shared__ detail::decode::AttentionShared<T, V, H, Split> shared;
-  extern __shared__ float scores[];  // max_context floats without the split
+  extern __shared__ __align__(16) float scores[];  // attention_launch_shape's shared_bytes
   attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, shared, scores,
                                        out);
 }
@@ -157,6 +157,12 @@ struct AttentionLaunch {
     // (The single-pass kernel has no use for H: one instantiation.)
     const auto kernel = shape.split ? attention_kernel<T, V, H, Rope, true>
                                     : attention_kernel<T, V, 4, Rope, false>;
+    if (shape.shared_bytes > 0) {
+      const cudaError_t opted_in =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(shape.shared_bytes));
+      if (opted_in != cudaSuccess) return opted_in;
+    }
     return launch_step_kernel(kernel, shape.grid, dim3(kAttentionThreads), shape.shared_bytes,
                               stream, config, inv_freq, qkv, cache, batch, scratch, out);
   }

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
     dp_attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
                         DecodeBatch batch, AttentionScratch scratch, T* out) {
   __shared__ decode::AttentionShared<T, V, H, Split> shared;
-  extern __shared__ float scores[];  // max_context floats without the split
+  extern __shared__ __align__(16) float scores[];  // attention_launch_shape's shared_bytes
   attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, shared, scores,
                                        out);
 }
@@ -438,6 +438,17 @@ cudaError_t prepare() {
   for (int d = chunk::kMinHeadDim; d <= chunk::kMaxHeadDim && e == cudaSuccess; d += 16) {
     e = chunk::with_head_dim(d, ChunkOptIn<T>{});
   }
+  // The split attention's tensor-core ring (only 16-byte loads take it).
+  const auto attention = [&](const void* kernel) {
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kAttentionMmaMaxBytes));
+    }
+  };
+  attention(reinterpret_cast<const void*>(dp_attention_kernel<T, decode::kVector, 4, true, true>));
+  attention(reinterpret_cast<const void*>(dp_attention_kernel<T, decode::kVector, 8, true, true>));
+  attention(reinterpret_cast<const void*>(dp_attention_kernel<T, decode::kVector, 4, false, true>));
+  attention(reinterpret_cast<const void*>(dp_attention_kernel<T, decode::kVector, 8, false, true>));
   return e;
 }
 
