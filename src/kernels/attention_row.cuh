@@ -98,4 +98,62 @@ __device__ __noinline__ Packed<T, V> chunk_key_piece(const DecoderConfig& config
   return out;
 }
 
+// Both split paths' RoPE at this token's position: a table of sin and cos
+// per pair of dims, computed once per block (one inlined sincosf is a few
+// hundred instructions of code; the caller syncs before reading it), read
+// back a piece at a time.
+__device__ inline void fill_angle_table(const float* inv_freq, int pos, int head_dim, float* sin,
+                                        float* cos) {
+  for (int i = threadIdx.x; i < head_dim / 2; i += kAttentionThreads) {
+    sincosf(static_cast<float>(pos) * inv_freq[i], &sin[i], &cos[i]);
+  }
+}
+template <int V>
+__device__ inline RopeAngles<V> table_angles(const float* sin, const float* cos, int d) {
+  RopeAngles<V> a;
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i) {
+    a.s[i] = sin[d / 2 + i];
+    a.c[i] = cos[d / 2 + i];
+  }
+  return a;
+}
+
+// Rotates the `heads` query heads from q in place, with the table's angles:
+// the block that writes a split row's output does it, when every other block
+// of the row has read q.
+template <class T, int V>
+__device__ inline void rope_group_queries(T* q, int heads, int head_dim, const float* sin,
+                                          const float* cos) {
+  const int pieces = head_dim / V;
+  for (int i = threadIdx.x; i < heads * pieces; i += kAttentionThreads) {
+    const int d = (i % pieces) * V;
+    float unused[V];
+    rope_query_piece<T, V>(q + static_cast<std::size_t>(i / pieces) * head_dim, d,
+                           table_angles<V>(sin, cos, d), unused);
+  }
+}
+
+// Whether this block is the last of the `participants` blocks serving key/
+// value head kv_head of row p to finish its units: the one that combines
+// their partials, in unit order, so the same bits whichever block it is.
+// The arrival count is left at zero for the next launch. Block-uniform;
+// `finishes` is a flag in the block's shared memory.
+__device__ inline bool last_split_block(const DecoderConfig& config,
+                                        const AttentionScratch& scratch, std::uint32_t p,
+                                        int kv_head, int participants, bool& finishes) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::uint32_t* count =
+        scratch.arrivals + static_cast<std::size_t>(p) * config.key_value_heads() + kv_head;
+    finishes = atomicAdd(count, 1u) + 1 == static_cast<std::uint32_t>(participants);
+    if (finishes) *count = 0;  // every block has arrived
+  }
+  __syncthreads();
+  if (!finishes) return false;
+  __threadfence();
+  return true;
+}
+
 }  // namespace baton::detail::decode

@@ -202,29 +202,19 @@ __device__ __noinline__ void attention_split_body(
     return qkv_row - static_cast<std::ptrdiff_t>(pos - t) * config.qkv_width() + kv_offset;
   };
   if constexpr (Rope) {
-    for (int i = threadIdx.x; i < hd / 2; i += kAttentionThreads) {
-      sincosf(static_cast<float>(pos) * inv_freq[i], &sh.sin[i], &sh.cos[i]);
-    }
+    fill_angle_table(inv_freq, pos, hd, sh.sin, sh.cos);
     __syncthreads();  // the angle table
   }
   // RoPE's rotation of dims [d, d + V) at this token's position.
-  const auto angles_at = [&](int d) {
-    RopeAngles<V> a;
-#pragma unroll
-    for (int i = 0; i < V / 2; ++i) {
-      a.s[i] = sh.sin[d / 2 + i];
-      a.c[i] = sh.cos[d / 2 + i];
-    }
-    return a;
-  };
   // This token's key and value, as the cache holds them.
   for (int i = threadIdx.x; i < lay.pieces; i += kAttentionThreads) {
     bool mapped = false;
     const std::size_t row = kv_row(config, cache, slot, kv_head, pos, mapped) + i * V;
     if constexpr (Rope) {
       rope_key_value_piece<T, V>(qkv_row + kv_offset, qkv_row + kv_offset + config.kv_width(),
-                                 cache_keys, cache_values, row, i * V, angles_at(i * V),
-                                 z == 0 && mapped, sh.fresh_k + i * V, sh.fresh_v + i * V);
+                                 cache_keys, cache_values, row, i * V,
+                                 table_angles<V>(sh.sin, sh.cos, i * V), z == 0 && mapped,
+                                 sh.fresh_k + i * V, sh.fresh_v + i * V);
     } else {
       *reinterpret_cast<typename Bits<V>::type*>(sh.fresh_k + i * V) =
           load_packed<T, V>(cache_keys + row).bits;
@@ -275,7 +265,7 @@ __device__ __noinline__ void attention_split_body(
       float qf[V] = {};
       if (g < heads) {
         if constexpr (Rope) {
-          rotated_piece<T, V>(q_src, d, angles_at(d), qf);
+          rotated_piece<T, V>(q_src, d, table_angles<V>(sh.sin, sh.cos, d), qf);
 #pragma unroll
           for (int e = 0; e < V; ++e) qf[e] = Storage<T>::load(Storage<T>::store(qf[e]));
         } else {
@@ -469,18 +459,11 @@ __device__ __noinline__ void attention_split_body(
       first_unit = false;
     }
   }
-  // The block that writes the output rotates q in place (Rope): every other
-  // block of the row has read it by then.
+  // The block that writes the output rotates q in place (Rope).
   const auto store_rotated_q = [&] {
-    if constexpr (Rope) {
-      for (int i = threadIdx.x; i < group_size * lay.pieces; i += kAttentionThreads) {
-        const int d = (i % lay.pieces) * V;
-        float unused[V];
-        rope_query_piece<T, V>(
-            qkv_row + static_cast<std::size_t>(kv_head * group_size + i / lay.pieces) * hd, d,
-            angles_at(d), unused);
-      }
-    }
+    if constexpr (Rope)
+      rope_group_queries<T, V>(qkv_row + static_cast<std::size_t>(kv_head) * group_size * hd,
+                               group_size, hd, sh.sin, sh.cos);
   };
   if (split.units == 1) {
     store_rotated_q();
@@ -488,19 +471,10 @@ __device__ __noinline__ void attention_split_body(
   }
   // Split: the last block of the row to arrive combines the units' partials
   // in unit order (the same bits whichever block it is).
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    std::uint32_t* count =
-        scratch.arrivals + static_cast<std::size_t>(p) * config.key_value_heads() + kv_head;
-    const std::uint32_t participants =
-        static_cast<std::uint32_t>(blocks < split.units ? blocks : split.units);
-    sh.finishes = atomicAdd(count, 1u) + 1 == participants;
-    if (sh.finishes) *count = 0;  // every block has arrived: zero for the next launch
+  if (!last_split_block(config, scratch, p, kv_head, blocks < split.units ? blocks : split.units,
+                        sh.finishes)) {
+    return;
   }
-  __syncthreads();
-  if (!sh.finishes) return;
-  __threadfence();
   for (int i = threadIdx.x; i < group_size * hd; i += kAttentionThreads) {
     const int h = i / hd, d = i % hd;
     const float* part =

@@ -169,26 +169,16 @@ __device__ __noinline__ void attention_split_mma_body(
   }
   if (batch.settled) enter_step_node(batch);
   if constexpr (Rope) {
-    for (int i = threadIdx.x; i < hd / 2; i += kAttentionThreads) {
-      sincosf(static_cast<float>(pos) * inv_freq[i], &sh.sin[i], &sh.cos[i]);
-    }
+    fill_angle_table(inv_freq, pos, hd, sh.sin, sh.cos);
     __syncthreads();  // the angle table
   }
-  const auto angles_at = [&](int d) {
-    RopeAngles<kVector> a;
-#pragma unroll
-    for (int i = 0; i < kVector / 2; ++i) {
-      a.s[i] = sh.sin[d / 2 + i];
-      a.c[i] = sh.cos[d / 2 + i];
-    }
-    return a;
-  };
   if constexpr (Rope) {
     for (int c = threadIdx.x; c < chunks; c += kAttentionThreads) {
       bool mapped = false;
       const std::size_t at = kv_row(config, cache, slot, kv_head, pos, mapped) + c * 8;
       rope_key_value_piece<T, kVector>(qkv_row + kv_offset, qkv_row + kv_offset + config.kv_width(),
-                                       cache_keys, cache_values, at, c * 8, angles_at(c * 8),
+                                       cache_keys, cache_values, at, c * 8,
+                                       table_angles<kVector>(sh.sin, sh.cos, c * 8),
                                        z == 0 && mapped, sh.fresh_k + c * 8, sh.fresh_v + c * 8);
     }
   }
@@ -202,7 +192,7 @@ __device__ __noinline__ void attention_split_mma_body(
       const T* q_src = qkv_row + static_cast<std::size_t>(head0 + g) * hd;
       if constexpr (Rope) {
         float qf[kVector];
-        rotated_piece<T, kVector>(q_src, c * 8, angles_at(c * 8), qf);
+        rotated_piece<T, kVector>(q_src, c * 8, table_angles<kVector>(sh.sin, sh.cos, c * 8), qf);
         store_packed<T, kVector>(reinterpret_cast<T*>(&bits), qf);
       } else {
         bits = load_packed<T, kVector>(q_src + c * 8).bits;
@@ -396,17 +386,11 @@ __device__ __noinline__ void attention_split_mma_body(
   }
   cp_async_wait<0>();  // only empty groups remain; leave none behind
 
-  // The block that writes the output rotates q in place (Rope): every other
-  // block of the row has read it by then.
+  // The block that writes the output rotates q in place (Rope).
   const auto store_rotated_q = [&] {
-    if constexpr (Rope) {
-      for (int i = threadIdx.x; i < group * chunks; i += kAttentionThreads) {
-        const int d = (i % chunks) * 8;
-        float unused[kVector];
-        rope_query_piece<T, kVector>(qkv_row + static_cast<std::size_t>(head0 + i / chunks) * hd, d,
-                                     angles_at(d), unused);
-      }
-    }
+    if constexpr (Rope)
+      rope_group_queries<T, kVector>(qkv_row + static_cast<std::size_t>(head0) * hd, group, hd,
+                                     sh.sin, sh.cos);
   };
   if (split.units == 1) {
     store_rotated_q();
@@ -414,19 +398,10 @@ __device__ __noinline__ void attention_split_mma_body(
   }
   // The last block of the row to arrive combines the units' partials in unit
   // order (the same bits whichever block it is).
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    std::uint32_t* count =
-        scratch.arrivals + static_cast<std::size_t>(p) * config.key_value_heads() + kv_head;
-    const std::uint32_t participants =
-        static_cast<std::uint32_t>(blocks < split.units ? blocks : split.units);
-    sh.finishes = atomicAdd(count, 1u) + 1 == participants;
-    if (sh.finishes) *count = 0;  // every block has arrived: zero for the next launch
+  if (!last_split_block(config, scratch, p, kv_head, blocks < split.units ? blocks : split.units,
+                        sh.finishes)) {
+    return;
   }
-  __syncthreads();
-  if (!sh.finishes) return;
-  __threadfence();
   // Each unit's weight per head, then the outputs: the ring is free now.
   float* const weights = reinterpret_cast<float*>(dynamic);  // [g][kAttentionMaxUnits]
   float* const sums_of = weights + group * kAttentionMaxUnits;
