@@ -20,6 +20,8 @@
 //   attention_split_mma accepts, else attention_split_body.cuh).
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/attention_row.cuh"
 #include "kernels/attention_short_body.cuh"
 #include "kernels/attention_split_body.cuh"
@@ -81,9 +83,19 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
     const int blocks = group * static_cast<int>(gridDim.z);
     if constexpr (V == kVector) {
       if (attention_split_mma(config)) {
-        attention_split_mma_body<T, Rope>(config, inv_freq, qkv, cache, batch, row, head / group,
-                                          split, blocks, scratch, sh.mma_path,
-                                          reinterpret_cast<char*>(scores), out);
+        const auto body = [&](auto hd) {
+          attention_split_mma_body<T, Rope, decltype(hd)::value>(
+              config, inv_freq, qkv, cache, batch, row, head / group, split, blocks, scratch,
+              sh.mma_path, reinterpret_cast<char*>(scores), out);
+        };
+        // The common head dims at compile time, any other from the config.
+        if (config.head_dim == 64) {
+          body(std::integral_constant<int, 64>{});
+        } else if (config.head_dim == 128) {
+          body(std::integral_constant<int, 128>{});
+        } else {
+          body(std::integral_constant<int, 0>{});
+        }
         return;
       }
     }

@@ -60,6 +60,14 @@ inline constexpr unsigned kAttentionMmaWarps = 4;
 // rows, so that two blocks still fit an SM), then each warp's unit state
 // (its group's unnormalized outputs, maxima and sums) for the warp-order
 // combine.
+// A ring row's bytes and the ring's stages for a head_dim: what the layout
+// below and the body (which knows the common head dims at compile time) use.
+[[nodiscard]] BATON_HOST_DEVICE constexpr unsigned attention_mma_row_bytes(int head_dim) {
+  return head_dim <= 64 ? 128u : 256u;
+}
+[[nodiscard]] BATON_HOST_DEVICE constexpr unsigned attention_mma_stages(int head_dim) {
+  return head_dim <= 64 ? 3u : 2u;
+}
 struct AttentionMmaLayout {
   unsigned row_bytes = 0;
   unsigned stages = 0;
@@ -70,8 +78,8 @@ struct AttentionMmaLayout {
 [[nodiscard]] BATON_HOST_DEVICE inline AttentionMmaLayout attention_mma_layout(
     const DecoderConfig& config) {
   AttentionMmaLayout l;
-  l.row_bytes = config.head_dim <= 64 ? 128u : 256u;
-  l.stages = l.row_bytes == 128u ? 3u : 2u;
+  l.row_bytes = attention_mma_row_bytes(config.head_dim);
+  l.stages = attention_mma_stages(config.head_dim);
   l.stage_bytes = 2u * kAttentionMmaTileKeys * l.row_bytes;
   l.states = l.stages * l.stage_bytes;
   const unsigned group = static_cast<unsigned>(config.group_size());

@@ -14,7 +14,11 @@
 // attention, kernels/chunk_attention_body.cuh). At a unit's end the warps'
 // states are combined in warp order, and the units' partials in unit order
 // by the last block of the row to finish: a row's bits depend on its q, its
-// context and the model alone. The CUDA-core split path
+// context and the model alone. Head dims 64 and 128 are compile-time (HD):
+// their loops unroll exactly and a thread's cache copies are one base and
+// constant strides, which took a warp's instructions at 8k keys from ~3,760
+// to ~2,300 (the rest: the once-per-block prologue and the combine). The
+// CUDA-core split path
 // (attention_split_body.cuh) did the same work with scalar FMAs and ran at
 // about 0.3 TB/s at 8k keys (H100, 2026-11-25: ~5,700 instructions per warp
 // at ~10 cycles each, two warps per scheduler).
@@ -39,22 +43,37 @@ struct AttentionMmaShared {
   bool finishes;
 };
 
-template <class T, bool Rope>
+// Where a tile of the block's sequence lies: its unit, its first key and the
+// unit's end. The block walks its tiles in order (advance), with no
+// division per tile.
+struct MmaTileAt {
+  int unit;
+  int key0;
+  int end;
+};
+
+// HD: the head_dim when known at compile time (64 and 128, the common
+// ones: loops unrolled to it, no guards per chunk), or 0 for any multiple
+// of 16 up to kDecoderMaxHeadDim read from the config.
+template <class T, bool Rope, int HD>
 __device__ __noinline__ void attention_split_mma_body(
     const DecoderConfig& config, const float* inv_freq, T* qkv, const KvCacheLayer& cache,
     const DecodeBatch& batch, const AttentionRow& row, int kv_head, int z, int blocks,
     AttentionScratch scratch, AttentionMmaShared<T>& sh, char* dynamic, T* out) {
   static_assert(kAttentionMmaWarps == kAttentionWarps, "one warp per 16 keys of a tile");
+  static_assert(HD == 0 || (HD % 16 == 0 && HD <= kDecoderMaxHeadDim), "a head_dim mma serves");
   constexpr int kTileKeys = kAttentionMmaTileKeys;
+  constexpr int kHd = HD > 0 ? HD : kDecoderMaxHeadDim;  // what the unrolled loops cover
   const std::uint32_t p = blockIdx.x;
   const int group = config.group_size();
-  const int hd = config.head_dim;
+  const int hd = HD > 0 ? HD : config.head_dim;
   const int chunks = hd / 8;  // 16-byte chunks of a head row; also O's n-tiles
   const int ksteps = hd / 16;
-  const AttentionMmaLayout lay = attention_mma_layout(config);
-  const unsigned row_bytes = lay.row_bytes;
-  const unsigned half = lay.stage_bytes / 2;  // a stage's values follow its keys
-  const int stages = static_cast<int>(lay.stages);
+  const auto has_chunk = [&](int t) { return HD > 0 || t < chunks; };
+  const unsigned row_bytes = attention_mma_row_bytes(hd);
+  const int stages = static_cast<int>(attention_mma_stages(hd));
+  const unsigned stage_bytes = 2u * kTileKeys * row_bytes;
+  const unsigned half = stage_bytes / 2;  // a stage's values follow its keys
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   T* const cache_keys = static_cast<T*>(cache.keys);
   T* const cache_values = static_cast<T*>(cache.values);
@@ -66,37 +85,51 @@ __device__ __noinline__ void attention_split_mma_body(
   const int cached = Rope ? row.hist : context;
   const AttentionSplit split = attention_split(context);
   const int unit_keys = split.tiles_per_unit * kAttentionTile;
-  const int unit_tiles = unit_keys / kTileKeys;
-  const auto unit_end = [&](int u) { return min((u + 1) * unit_keys, context); };
   // This block's tiles, unit by unit (units z, z + blocks, ...): every unit
-  // but the row's last has unit_tiles of them.
+  // but the row's last has unit_keys / kTileKeys of them.
   const int my_units = (split.units - z + blocks - 1) / blocks;
   const int last_unit = z + (my_units - 1) * blocks;
-  const int tiles = (my_units - 1) * unit_tiles +
-                    (unit_end(last_unit) - last_unit * unit_keys + kTileKeys - 1) / kTileKeys;
-  const auto tile_unit = [&](int i) { return z + (i / unit_tiles) * blocks; };
-  const auto tile_key0 = [&](int i) {
-    return tile_unit(i) * unit_keys + (i % unit_tiles) * kTileKeys;
+  const int tiles = (my_units - 1) * (unit_keys / kTileKeys) +
+                    (min(unit_keys, context - last_unit * unit_keys) + kTileKeys - 1) / kTileKeys;
+  const auto unit_tile = [&](int u) {
+    return MmaTileAt{u, u * unit_keys, min((u + 1) * unit_keys, context)};
+  };
+  const auto advance = [&](MmaTileAt& t) {
+    t.key0 += kTileKeys;
+    if (t.key0 >= t.end) t = unit_tile(t.unit + blocks);
   };
 
   // The cache offset of a tile's first row (t < cached, so its page is in
   // the table; an unmapped page reads page 0, in bounds, as kv_row does).
   // A tile lies in one page when pages hold a tile or more (the default):
-  // its rows are then consecutive, one lookup per tile; smaller pages are
-  // looked up per row.
+  // its rows are then consecutive, one lookup per tile, loaded a tile ahead
+  // of its copies; smaller pages are looked up per row.
   const bool paged = cache.page_table != nullptr;
   const unsigned page_shift = cache.page_shift;
   const bool tile_in_page = !paged || (1u << page_shift) >= static_cast<unsigned>(kTileKeys);
   const std::uint32_t* const page_row =
       paged ? cache.page_table + static_cast<std::size_t>(slot) * cache.pages_per_slot : nullptr;
   const std::size_t dense_base = paged ? 0 : cache_row(config, slot, kv_head, 0);
-  const auto row_of = [&](int t) -> std::size_t {
-    if (!paged) return dense_base + static_cast<std::size_t>(t) * hd;
-    std::uint32_t page = __ldg(page_row + (static_cast<std::uint32_t>(t) >> page_shift));
-    page = page < cache.pool_pages ? page : 0u;
-    return ((((static_cast<std::size_t>(page) * config.key_value_heads() + kv_head) << page_shift) +
+  // (Locals: the config and the cache are references the loop's asm would
+  // otherwise reload.)
+  const std::uint32_t pool_pages = cache.pool_pages;
+  const std::size_t kv_heads = static_cast<std::size_t>(config.key_value_heads());
+  const auto paged_row = [&](std::uint32_t page, int t) -> std::size_t {
+    page = page < pool_pages ? page : 0u;
+    return ((((static_cast<std::size_t>(page) * kv_heads + kv_head) << page_shift) +
              (static_cast<std::uint32_t>(t) & ((1u << page_shift) - 1u))) *
             hd);
+  };
+  const auto row_of = [&](int t) -> std::size_t {
+    if (!paged) return dense_base + static_cast<std::size_t>(t) * hd;
+    return paged_row(__ldg(page_row + (static_cast<std::uint32_t>(t) >> page_shift)), t);
+  };
+  // The page of a tile whose rows lie in one page (0 when it has no cached
+  // row, or the cache is dense: then unused).
+  const auto tile_page = [&](const MmaTileAt& t) -> std::uint32_t {
+    return paged && tile_in_page && t.key0 < cached
+               ? __ldg(page_row + (static_cast<std::uint32_t>(t.key0) >> page_shift))
+               : 0u;
   };
   const unsigned ring = shared_address(dynamic);
   // This thread's loads of a tile: rows r0, r0 + rows_step (+1 where the
@@ -106,16 +139,41 @@ __device__ __noinline__ void attention_split_mma_body(
   // The tile's cache rows, copied into ring stage `stage` (swizzled: chunk
   // c of row r at chunk c ^ (r % 8), so that ldmatrix's 8 rows of a chunk
   // hit 8 distinct bank groups).
-  const auto issue_cache = [&](int i, int stage) {
-    const int key0 = tile_key0(i);
-    const int rows = min(min(cached, unit_end(tile_unit(i))) - key0, kTileKeys);
-    const unsigned base = ring + stage * lay.stage_bytes;
-    const std::size_t tile_base = tile_in_page && rows > 0 ? row_of(key0) : 0;
+  // With HD known and dividing the block's copies evenly, a thread copies
+  // the same chunk of rows kCopyStep apart (a multiple of 8: the same
+  // swizzle), so its copies are one base and constant strides.
+  constexpr bool kFixedChunk = HD > 0 && kAttentionThreads % (HD / 8) == 0;
+  constexpr int kCopyStep = kFixedChunk ? kAttentionThreads / (HD / 8) : 8;
+  static_assert(kCopyStep % 8 == 0, "rows a thread copies share their swizzle");
+  const unsigned copy_to = r0 * row_bytes + ((c0 ^ (r0 & 7)) << 4);
+  const int copy_from = r0 * hd + c0 * 8;
+  const auto issue_cache = [&](const MmaTileAt& t, std::uint32_t page, int stage) {
+    const int rows = min(min(cached, t.end) - t.key0, kTileKeys);
+    if (rows <= 0) return;
+    const unsigned base = ring + stage * stage_bytes;
+    const std::size_t tile_base = !paged ? dense_base + static_cast<std::size_t>(t.key0) * hd
+                                         : (tile_in_page ? paged_row(page, t.key0) : 0);
+    if constexpr (kFixedChunk) {
+      if (tile_in_page) {
+        const T* const keys = cache_keys + tile_base + copy_from;
+        const T* const values = cache_values + tile_base + copy_from;
+#pragma unroll
+        for (int k = 0; k < kTileKeys / kCopyStep; ++k) {
+          if (r0 + k * kCopyStep < rows) {
+            const unsigned to = base + copy_to + k * kCopyStep * row_bytes;
+            cp_async_16(to, keys + k * kCopyStep * HD, true);
+            cp_async_16(to + half, values + k * kCopyStep * HD, true);
+          }
+        }
+        return;
+      }
+    }
     int r = r0, c = c0;
     while (r < rows) {
       const unsigned to = base + r * row_bytes + ((c ^ (r & 7)) << 4);
       const std::size_t from =
-          (tile_in_page ? tile_base + static_cast<std::size_t>(r) * hd : row_of(key0 + r)) + c * 8;
+          (tile_in_page ? tile_base + static_cast<std::size_t>(r) * hd : row_of(t.key0 + r)) +
+          c * 8;
       cp_async_16(to, cache_keys + from, true);
       cp_async_16(to + half, cache_values + from, true);
       r += rows_step;
@@ -131,14 +189,13 @@ __device__ __noinline__ void attention_split_mma_body(
   // The tile's other rows, stored directly: this token's, its chunk's
   // earlier ones (rotated as the cache will hold them), zeros past the
   // context (masked; zeros keep garbage such as NaN out of P·V).
-  const auto store_fresh = [&](int i, int stage) {
-    const int key0 = tile_key0(i);
-    const int first = max(min(cached, unit_end(tile_unit(i))) - key0, 0);
+  const auto store_fresh = [&](const MmaTileAt& at, int stage) {
+    const int first = max(min(cached, at.end) - at.key0, 0);
     if (first >= kTileKeys) return;
-    char* const base = dynamic + stage * lay.stage_bytes;
+    char* const base = dynamic + stage * stage_bytes;
     for (int n = first * chunks + threadIdx.x; n < kTileKeys * chunks; n += kAttentionThreads) {
       const int r = n / chunks, c = n - r * chunks;
-      const int t = key0 + r;
+      const int t = at.key0 + r;
       uint4 k{}, v{};
       if (Rope && t == pos) {
         k = *reinterpret_cast<const uint4*>(sh.fresh_k + c * 8);
@@ -149,9 +206,9 @@ __device__ __noinline__ void attention_split_mma_body(
         k = chunk_key_piece<T, kVector>(config, inv_freq, k_row, t, c * 8).bits;
         v = load_packed<T, kVector>(k_row + config.kv_width() + c * 8).bits;
       }
-      const unsigned at = r * row_bytes + ((c ^ (r & 7)) << 4);
-      *reinterpret_cast<uint4*>(base + at) = k;
-      *reinterpret_cast<uint4*>(base + half + at) = v;
+      const unsigned at_byte = r * row_bytes + ((c ^ (r & 7)) << 4);
+      *reinterpret_cast<uint4*>(base + at_byte) = k;
+      *reinterpret_cast<uint4*>(base + half + at_byte) = v;
     }
   };
   const auto wait_ring = [&] {  // the oldest tile in flight has landed
@@ -163,8 +220,24 @@ __device__ __noinline__ void attention_split_mma_body(
   };
 
   // The first tiles' cache rows: before the wait when the batch is settled.
+  // `ahead` is the next tile to issue, `ahead_page` its page (loaded while
+  // the tile before it is copied and computed).
+  MmaTileAt ahead = unit_tile(z);
+  std::uint32_t ahead_page = tile_page(ahead);
+  int issued = 0;
+  const auto issue_next = [&](int stage) {
+    const MmaTileAt t = ahead;
+    const std::uint32_t page = ahead_page;
+    if (++issued < tiles) {
+      advance(ahead);
+      ahead_page = tile_page(ahead);
+    }
+    issue_cache(t, page, stage);
+    return t;
+  };
+  MmaTileAt first_tiles[2];  // the prologue's tiles (stages - 1 <= 2), for store_fresh
   for (int s = 0; s < stages - 1; ++s) {
-    if (s < tiles) issue_cache(s, s);
+    if (s < tiles) first_tiles[s] = issue_next(s);
     cp_async_commit();  // one group per tile, empty or not: uniform wait counts
   }
   if (batch.settled) enter_step_node(batch);
@@ -201,7 +274,7 @@ __device__ __noinline__ void attention_split_mma_body(
     sh.q[g * row_chunks + (c ^ (g & 7))] = bits;
   }
   __syncthreads();  // this token's key and value
-  for (int s = 0; s < stages - 1 && s < tiles; ++s) store_fresh(s, s);
+  for (int s = 0; s < stages - 1 && s < tiles; ++s) store_fresh(first_tiles[s], s);
   wait_ring();
   __syncthreads();  // q and tile 0
 
@@ -214,13 +287,14 @@ __device__ __noinline__ void attention_split_mma_body(
   const unsigned lane_k = ((matrix >> 1) * 8 + mrow) * row_bytes + (((matrix & 1) ^ mrow) << 4);
   const unsigned lane_v = ((matrix & 1) * 8 + mrow) * row_bytes + (((matrix >> 1) ^ mrow) << 4);
   const unsigned q_base = shared_address(sh.q);
-  unsigned qf[kDecoderMaxHeadDim / 16][4];
+  unsigned qf[kHd / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < kDecoderMaxHeadDim / 16; ++kk) {
+  for (int kk = 0; kk < kHd / 16; ++kk) {
     if (kk < ksteps) ldmatrix_x4(qf[kk], q_base + (lane_q ^ (kk << 5)));
   }
   const float scale_log2 = rsqrtf(static_cast<float>(hd)) * 1.4426950408889634f;
-  float* const states = reinterpret_cast<float*>(dynamic + lay.states);  // [warp][g][hd + 2]
+  // The warps' states: [warp][g][hd + 2], after the ring.
+  float* const states = reinterpret_cast<float*>(dynamic + stages * stage_bytes);
   T* const out_row = out + static_cast<std::size_t>(p) * config.attention_width() +
                      static_cast<std::size_t>(head0) * hd;
   const auto partial = [&](int g, int u) {
@@ -229,31 +303,28 @@ __device__ __noinline__ void attention_split_mma_body(
                (hd + 2);
   };
 
-  float o[kDecoderMaxHeadDim / 8][4];
+  float o[kHd / 8][4];
   float sums[4];   // P · ones: row a's sum in [0], row b's in [2]
   float m_a, m_b;  // running maxima of the raw scores (rows lane / 4 and + 8)
   const auto reset = [&] {
 #pragma unroll
-    for (int t = 0; t < kDecoderMaxHeadDim / 8; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+    for (int t = 0; t < kHd / 8; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
     sums[0] = sums[1] = sums[2] = sums[3] = 0.0f;
     m_a = m_b = -INFINITY;
   };
   reset();
+  MmaTileAt at = first_tiles[0];  // tile j
   int read_stage = 0, write_stage = stages - 1;
   for (int j = 0;;) {
     // Refill the stage consumed in iteration j - 1 (every thread is past it).
-    if (j + stages - 1 < tiles) {
-      issue_cache(j + stages - 1, write_stage);
-      store_fresh(j + stages - 1, write_stage);
-    }
+    if (issued < tiles) store_fresh(issue_next(write_stage), write_stage);
     cp_async_commit();
-    const int u = tile_unit(j), end = unit_end(u);
-    const int key0 = tile_key0(j) + warp * 16;  // the warp's 16 keys
-    if (key0 < end) {
-      const unsigned k_at = ring + read_stage * lay.stage_bytes + warp * 16 * row_bytes;
+    const int key0 = at.key0 + warp * 16;  // the warp's 16 keys
+    if (key0 < at.end) {
+      const unsigned k_at = ring + read_stage * stage_bytes + warp * 16 * row_bytes;
       float s[2][4] = {};
 #pragma unroll
-      for (int kk = 0; kk < kDecoderMaxHeadDim / 16; ++kk) {
+      for (int kk = 0; kk < kHd / 16; ++kk) {
         if (kk < ksteps) {
           unsigned b[4];
           ldmatrix_x4(b, k_at + (lane_k ^ (kk << 5)));
@@ -261,12 +332,12 @@ __device__ __noinline__ void attention_split_mma_body(
           mma_16816<T>(s[1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
         }
       }
-      if (key0 + 16 > end) {  // the row's last keys (warp-uniform)
+      if (key0 + 16 > at.end) {  // the row's last keys (warp-uniform)
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (key0 + t * 8 + quad * 2 + e >= end) s[t][e] = s[t][2 + e] = -INFINITY;
+            if (key0 + t * 8 + quad * 2 + e >= at.end) s[t][e] = s[t][2 + e] = -INFINITY;
           }
         }
       }
@@ -281,8 +352,8 @@ __device__ __noinline__ void attention_split_mma_body(
         const float rescale_a = fast_exp2((m_a - max_a) * scale_log2);
         const float rescale_b = fast_exp2((m_b - max_b) * scale_log2);
 #pragma unroll
-        for (int t = 0; t < kDecoderMaxHeadDim / 8; ++t) {
-          if (t < chunks) {
+        for (int t = 0; t < kHd / 8; ++t) {
+          if (has_chunk(t)) {
             o[t][0] *= rescale_a;
             o[t][1] *= rescale_a;
             o[t][2] *= rescale_b;
@@ -310,8 +381,8 @@ __device__ __noinline__ void attention_split_mma_body(
       mma_16816<T>(sums, lo[0], lo[1], lo[2], lo[3], kOnes<T>, kOnes<T>);
       const unsigned v_at = k_at + half;
 #pragma unroll
-      for (int t = 0; t < kDecoderMaxHeadDim / 8; t += 2) {
-        if (t < chunks) {
+      for (int t = 0; t < kHd / 8; t += 2) {
+        if (has_chunk(t)) {
           unsigned b[4];
           ldmatrix_x4_trans(b, v_at + (lane_v ^ (t << 4)));
           mma_16816<T>(o[t], hi[0], hi[1], hi[2], hi[3], b[0], b[1]);
@@ -321,15 +392,16 @@ __device__ __noinline__ void attention_split_mma_body(
         }
       }
     }
-    if (tile_key0(j) + kTileKeys >= end) {
+    if (at.key0 + kTileKeys >= at.end) {
       // The unit's last tile: the warps' states, then combined in warp
       // order (block-uniform; the states area is not the ring's).
+      const int u = at.unit;
       const int ga = lane / 4, gb = ga + 8;
       float* const wa = states + (warp * group + ga) * (hd + 2);
       float* const wb = states + (warp * group + gb) * (hd + 2);
 #pragma unroll
-      for (int t = 0; t < kDecoderMaxHeadDim / 8; ++t) {
-        if (t < chunks) {
+      for (int t = 0; t < kHd / 8; ++t) {
+        if (has_chunk(t)) {
           if (ga < group) {
             wa[t * 8 + quad * 2] = o[t][0];
             wa[t * 8 + quad * 2 + 1] = o[t][1];
@@ -379,6 +451,7 @@ __device__ __noinline__ void attention_split_mma_body(
       reset();
     }
     if (++j == tiles) break;
+    advance(at);
     read_stage = read_stage == stages - 1 ? 0 : read_stage + 1;
     write_stage = write_stage == stages - 1 ? 0 : write_stage + 1;
     wait_ring();
