@@ -49,17 +49,20 @@ struct AttentionShape {
 
 const std::vector<AttentionShape>& AttentionShapes() {
   static const std::vector<AttentionShape> shapes = {
-      // The single-pass kernel (max_context within kAttentionSplitContext):
-      // head_dim 64, contexts past a split unit's keys.
-      {4, 4, 64, 300, RopeScalingType::kNone, {0, 1, 129, 255, 256, 299, kAnyPosition}},
+      // The single-pass kernel (max_context within kAttentionSplitContext,
+      // one unit): head_dim 64, up to the unit's last key.
+      {4, 4, 64, 256, RopeScalingType::kNone, {0, 1, 129, 255, kAnyPosition}},
       // head_dim 10: even but not a multiple of 8 (4-byte loads); pairs of heads.
       {4, 2, 10, 64, RopeScalingType::kNone, {0, 63, 17}},
       // head_dim 96 (does not divide the block), four query heads per
-      // key/value head, up to the single-pass limit.
-      {8, 2, 96, 8192, RopeScalingType::kLinear, {8191, 517, 0, 31, kAnyPosition}},
+      // key/value head.
+      {8, 2, 96, 256, RopeScalingType::kLinear, {255, 17, 0, 31, kAnyPosition}},
       // The split kernel (max_context past kAttentionSplitContext): short
       // rows (one unit, per-head blocks) and split rows in one launch.
-      // head_dim 96, a unit's edge (contexts 256, 257).
+      // Just past the limit: two units at most.
+      {4, 4, 64, 300, RopeScalingType::kNone, {0, 1, 129, 255, 256, 299, kAnyPosition}},
+      // head_dim 96, a unit's edge (contexts 256, 257), up to 8,192.
+      {8, 2, 96, 8192, RopeScalingType::kLinear, {8191, 517, 0, 255, 256, 31, kAnyPosition}},
       {8, 2, 96, 9000, RopeScalingType::kLinear, {517, 0, 255, 256, 999, 31, kAnyPosition}},
       // head_dim 128, the largest; multi-query; sequences at slots far apart.
       {3, 1, 128, 9000, RopeScalingType::kLlama3, {2047, 1500, 1}},
@@ -285,7 +288,7 @@ class SplitAttentionTest : public kernel_test::DecodeKernelTest {};
 // A row's bits depend on its q and its context alone: the same row (q,
 // slot, position 19,999: 40 units) alone in a launch of capacity 1 (40
 // blocks per key/value head) and at row 5 of 16 rows at other positions
-// (16 blocks per head, so each block serves other units) gives the same
+// (8 blocks per head, so each block serves five units) gives the same
 // bits, both dtypes.
 TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
   for (const DecoderDType dtype : kernel_test::kDTypes) {

@@ -258,27 +258,36 @@ TEST(AttentionSplitTest, UnitsCoverTheTilesOnceWithinTheBounds) {
 }
 
 // Blocks per (row, key/value head): at least 1, at most the longest
-// context's units, about kAttentionTargetBlocks in all when the context
-// allows.
+// context's units, at most kAttentionTargetBlocks in all (one wave) unless
+// one each is already more.
 TEST(AttentionSplitTest, BlocksPerHeadFillTheGpuWithinTheLongestContext) {
   DecoderConfig config;
   config.heads = 32;
   config.kv_heads = 8;
   config.max_context = 131072;  // 64 units: a key/value head's 4 query heads need 16 each
-  // 32 query heads: ceil(264 / 32) = 9; 256: ceil(264 / 256) = 2.
-  EXPECT_EQ(attention_blocks_per_head(config, 1), 9u);
-  EXPECT_EQ(attention_blocks_per_head(config, 8), 2u);
+  // 32 query heads: 264 / 32 = 8; 256: 264 / 256 = 1 (not two waves).
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 8u);
+  EXPECT_EQ(attention_blocks_per_head(config, 8), 1u);
   EXPECT_EQ(attention_blocks_per_head(config, 264), 1u);
-  EXPECT_EQ(static_cast<int>(attention_blocks_per_head(config, 1)),
-            (kAttentionTargetBlocks + 31) / 32);
+  EXPECT_EQ(static_cast<int>(attention_blocks_per_head(config, 1)), kAttentionTargetBlocks / 32);
+  // (9 rows' 288 query heads are past it with one block each: z stays 1.)
+  for (std::uint32_t rows = 1; rows <= 8; ++rows) {
+    EXPECT_LE(attention_blocks_per_head(config, rows) * rows * 32,
+              static_cast<unsigned>(kAttentionTargetBlocks))
+        << rows << " rows";
+  }
   config.heads = 8;  // multi-head: 8 pairs would want 33, the context has 64 units
   EXPECT_EQ(attention_blocks_per_head(config, 1), 33u);
   config.kv_heads = 1;  // one key/value head: its 8 query heads split 64 units
   EXPECT_EQ(attention_blocks_per_head(config, 1), 8u);
   config.heads = 32;
   config.kv_heads = 8;
-  config.max_context = kAttentionSplitContext + 1000;  // 36 units: 9 per query head
-  EXPECT_EQ(attention_blocks_per_head(config, 1), 9u);
+  config.max_context = 9192;  // 36 units: 9 per query head, more than 8 wanted
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 8u);
+  config.max_context = kAttentionSplitContext + 1000;  // 5 units: 2 per query head
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 2u);
+  config.max_context = kAttentionSplitContext + 1;  // 2 units: 1 per query head
+  EXPECT_EQ(attention_blocks_per_head(config, 1), 1u);
   config.max_context = kAttentionSplitContext;  // the single-pass kernel: no split, no scratch
   EXPECT_FALSE(attention_splits(config));
   EXPECT_EQ(attention_blocks_per_head(config, 1), 1u);

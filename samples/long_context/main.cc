@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "baton/cuda_resources.h"
 #include "baton/decoder_model.h"
+#include "baton/device.h"
 #include "baton/runtime.h"
 #include "baton/status.h"
 #include "common/bandwidth.h"
@@ -118,6 +119,8 @@ absl::Status Run(Report& report) {
   const int new_tokens = absl::GetFlag(FLAGS_new_tokens);
   const int repeats = absl::GetFlag(FLAGS_repeats);
   if (new_tokens < 8) return absl::InvalidArgumentError("--new_tokens: at least 8");
+  BATON_ASSIGN_OR_RETURN(const DeviceInfo device, QueryDevice());
+  report.SetDevice(device);
   BATON_ASSIGN_OR_RETURN(auto stream, CreateStream());
   BATON_ASSIGN_OR_RETURN(const HbmBandwidth hbm, MeasureHbmBandwidth(stream.get()));
   report.SetParam("model", label);

@@ -29,13 +29,16 @@ inline constexpr int kAttentionMaxUnits = 64;   // units per (row, key/value hea
 // after loading the row's position.
 inline constexpr int kAttentionTargetBlocks = 264;
 
-// Decode attention splits along the context only for a model whose
-// max_context exceeds this (the limit before the split existed): below it
-// the single-pass kernel serves every context, one block per (row, query
-// head) with the context's scores in shared memory. The split kernel's
-// short-context path was 2% (b1) to 6% (b8) slower per Llama-3.2-1B decode
-// step (H100, results/h100-2026-11-25-decode-same-call-split-kernel-short-path-*).
-inline constexpr int kAttentionSplitContext = 8192;
+// Decode attention splits along the context for every model whose
+// max_context exceeds one unit; a row of at most kAttentionUnitKeys keys
+// still takes the short path, one block per (row, query head). The
+// single-pass kernel (the context's scores in shared memory, one block per
+// query head reading its whole context) served every max_context up to
+// 8,192 until, on an H100, Llama-3.2-1B steps at 512-640-token contexts
+// measured 6% (b1, b8) and 19% (b32) faster on the split kernel; it costs
+// 2-5% on steps whose rows are all short
+// (results/h100-2026-11-25-decode-same-call-split-from-257-*).
+inline constexpr int kAttentionSplitContext = kAttentionUnitKeys;
 
 [[nodiscard]] BATON_HOST_DEVICE inline bool attention_splits(const DecoderConfig& config) {
   return config.max_context > kAttentionSplitContext;
@@ -112,8 +115,9 @@ struct AttentionSplit {
 }
 
 // The blocks per (row, query head) a launch of `capacity` rows gives (grid
-// z; kernels/attention_body.cuh): enough for about kAttentionTargetBlocks
-// in all, never more than the longest context's units need (a key/value
+// z; kernels/attention_body.cuh): at most kAttentionTargetBlocks in all
+// (one wave, all resident) but never fewer than one, never more than the
+// longest context's units need (a key/value
 // head's splits are the group's query-head blocks, group x z of them). Any
 // count gives the same bits.
 [[nodiscard]] BATON_HOST_DEVICE inline unsigned attention_blocks_per_head(
@@ -123,7 +127,7 @@ struct AttentionSplit {
   const unsigned group = static_cast<unsigned>(config.group_size());
   const unsigned most = group == 0 ? 1 : (units + group - 1) / group;
   const unsigned pairs = capacity * static_cast<unsigned>(config.heads);
-  unsigned z = pairs == 0 ? 1 : (kAttentionTargetBlocks + pairs - 1) / pairs;
+  unsigned z = pairs == 0 ? 1 : kAttentionTargetBlocks / pairs;
   if (z > most) z = most;
   return z < 1 ? 1 : z;
 }
