@@ -6,6 +6,7 @@
 #include <string>
 
 #include "baton/runtime.h"
+#include "engines/engine_driver.h"
 
 namespace baton {
 namespace {
@@ -174,6 +175,21 @@ TEST(StepProgram, PagesArePowersOfTwoWithAPoolARowAndATable) {
                        "StepProgram::pages.page_table is null"));
   program.pages = PagePolicy{16, 8, 2, &table};
   EXPECT_TRUE(ValidateStepProgram(program, RuntimeOptions{}).ok());
+}
+
+// The graph engines' steps per bucket graph or loop body: the option's n up
+// to max_batch rows, one past it (a prompt chunk's bucket, which the next
+// step leaves; its emptied steps would run cuBLASLt's GEMMs in full).
+TEST(EngineSetup, BucketsPastMaxBatchHoldOneStep) {
+  detail::EngineSetup setup;
+  setup.max_batch = 8;
+  for (const std::uint32_t n : {1u, 2u, 4u, 8u}) {
+    setup.steps_per_graph = n;
+    EXPECT_EQ(setup.StepsFor(1), n);
+    EXPECT_EQ(setup.StepsFor(8), n);
+    EXPECT_EQ(setup.StepsFor(9), 1u);
+    EXPECT_EQ(setup.StepsFor(512), 1u);
+  }
 }
 
 }  // namespace

@@ -57,7 +57,10 @@ struct RuntimeOptions {
   // nearly every decode_loop scenario on an H200 (8 is faster still for tiny
   // steps). The cost: a step decided for another bucket empties the rest of
   // the graph or body (its kernels launch and return at once), so lower n
-  // where the active batch changes bucket every few steps.
+  // where the active batch changes bucket every few steps. A bucket past
+  // max_batch (a step that reads a prompt's chunk) always holds one step:
+  // the step after a prompt leaves it, and the kernels of an emptied chunk
+  // step that cannot return early (cuBLASLt's) would run in full.
   // Device trace: a ring of this many scheduler events (0 = off, the default,
   // at no cost; else a power of two in [64, 2^24]); read with Runtime::Trace.
   std::uint32_t trace_capacity = 0;

@@ -3,8 +3,9 @@
 // and with several (the SWITCH is entered only when the bucket changes),
 //   WHILE(continue) { outer scheduler; SWITCH(bucket) {
 //     b: [step_b; inner scheduler; WHILE(stay_b) { step_b; ...; inner scheduler }] } }
-// A loop body holds n steps (RuntimeOptions::conditional_steps_per_iteration)
-// with inner nodes between them, so the WHILE is evaluated once per n steps
+// A loop body holds n steps (RuntimeOptions::conditional_steps_per_iteration;
+// one for a bucket past max_batch, EngineSetup::StepsFor) with inner nodes
+// between them, so the WHILE is evaluated once per n steps
 // (engines/carried_decision.h when the bucket changes mid-body). No device
 // launches.
 #include <cuda_runtime_api.h>
@@ -47,7 +48,6 @@ class ConditionalEngine final : public EngineDriver {
         ConditionalGraphBuilder builder,
         ConditionalGraphBuilder::Create(absl::StrCat(setup.program_name, " (conditional engine)")));
 
-    const std::uint32_t steps = setup.steps_per_graph;
     auto scheduler = [&](GraphSection& section, ConditionalRole role, std::uint32_t body_bucket,
                          bool after_inner = false) {
       return section.Capture([&](cudaStream_t stream) {
@@ -60,17 +60,18 @@ class ConditionalEngine final : public EngineDriver {
       const StepContext context{program.buckets[bucket], setup.scheduler.args};
       return section.Capture([&](cudaStream_t stream) { return program.enqueue(context, stream); });
     };
+    // A bucket's steps per loop body (EngineSetup::StepsFor).
+    auto steps_of = [&](std::uint32_t bucket) { return setup.StepsFor(program.buckets[bucket]); };
     // The steps of one loop body and the inner nodes between them.
     auto body_steps = [&](GraphSection& section, std::uint32_t bucket) -> absl::Status {
       BATON_RETURN_IF_ERROR(step(section, bucket));
-      for (std::uint32_t k = 1; k < steps; ++k) {
+      for (std::uint32_t k = 1; k < steps_of(bucket); ++k) {
         BATON_RETURN_IF_ERROR(section.Capture(
             [&](cudaStream_t stream) { return CaptureTailInnerNode(params, stream, bucket); }));
         BATON_RETURN_IF_ERROR(step(section, bucket));
       }
       return absl::OkStatus();
     };
-    const bool after_inner = steps > 1;
     cudaGraphConditionalHandle while_handle = 0;
     cudaGraphConditionalHandle switch_handle = 0;
     const std::uint32_t bucket_count = static_cast<std::uint32_t>(program.buckets.size());
@@ -83,7 +84,7 @@ class ConditionalEngine final : public EngineDriver {
       BATON_RETURN_IF_ERROR(scheduler(builder.root(), ConditionalRole::kLoop, 0));
       BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
         BATON_RETURN_IF_ERROR(body_steps(loop, 0));
-        return scheduler(loop, ConditionalRole::kLoop, 0, after_inner);
+        return scheduler(loop, ConditionalRole::kLoop, 0, /*after_inner=*/steps_of(0) > 1);
       }));
     } else {
       BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/1));
@@ -98,7 +99,7 @@ class ConditionalEngine final : public EngineDriver {
             BATON_RETURN_IF_ERROR(scheduler(body, ConditionalRole::kInner, b));
             return body.While(stay_handles[b], [&](GraphSection& inner) {
               BATON_RETURN_IF_ERROR(body_steps(inner, b));
-              return scheduler(inner, ConditionalRole::kInner, b, after_inner);
+              return scheduler(inner, ConditionalRole::kInner, b, /*after_inner=*/steps_of(b) > 1);
             });
           });
         }

@@ -34,6 +34,17 @@ struct EngineSetup {
   // (conditional), RuntimeOptions::tail_steps_per_launch /
   // conditional_steps_per_iteration.
   std::uint32_t steps_per_graph = 1;
+  // Steps in the graph or loop body of a bucket of `size` rows:
+  // steps_per_graph, but one for a bucket past max_batch. Only a step that
+  // reads a prompt's chunk needs such a bucket (a token budget,
+  // baton/batch_policy.h), the step after the prompt's last chunk never
+  // stays in it, and the steps a bucket change empties still run the
+  // kernels that cannot return early: cuBLASLt's GEMMs cost a Llama-3.2-1B
+  // 512-row bucket ~1.3 ms per emptied step (H100 trace, 2026-11-25,
+  // results/h100-2026-11-25-trace-tail-prompt1000-llama-3.2-1b.json).
+  [[nodiscard]] std::uint32_t StepsFor(std::uint32_t size) const {
+    return size > max_batch ? 1u : steps_per_graph;
+  }
   // Each certified or built graph's name starts with this (Status messages).
   std::string program_name;
 };

@@ -1,5 +1,6 @@
 // The tail-launch engine: each bucket's graph is [step; inner; step; ...;
-// scheduler] with n steps (RuntimeOptions::tail_steps_per_launch); its last
+// scheduler] with n steps (RuntimeOptions::tail_steps_per_launch; one for
+// a bucket past max_batch, EngineSetup::StepsFor); its last
 // node tail-launches the next step's bucket graph, so one device launch
 // serves n steps while the batch stays in the bucket (engines/
 // carried_decision.h otherwise). A one-node bootstrap graph starts the loop.
@@ -34,10 +35,10 @@ class TailLaunchEngine final : public EngineDriver {
     BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<GraphEngineParams>::Create(1));
     const GraphEngineParams* params = params_.data();
     BATON_ASSIGN_OR_RETURN(Stream capture, CreateStream());
-    const std::uint32_t steps = setup.steps_per_graph;
     std::vector<BucketGraph> graphs;
     for (std::uint32_t b = 0; b < program.buckets.size(); ++b) {
       const std::uint32_t size = program.buckets[b];
+      const std::uint32_t steps = setup.StepsFor(size);
       const NvtxRange bucket_range(absl::StrCat("PrepareBucket ", size).c_str());
       const StepContext context{size, setup.scheduler.args};
       CertifyOptions certify;
