@@ -105,12 +105,15 @@ TEST_F(BatchOpsTest, MatchesTheScalarReferenceOverRandomRounds) {
           WorkItem::make(3, next_id, (std::uint64_t{next_id} << 32) | uniform(0, 1500)));
       ++next_id;
     }
-    // No budget, a budget with and without a chunk cap, a token per step.
+    // No budget, a budget with and without a chunk cap (either with a larger
+    // budget for steps without decodes, half the time), a token per step.
     const std::uint32_t kind = uniform(0, 3);
+    const std::uint32_t alone = uniform(0, 1) ? uniform(0, 3000) : 0;
     const TokenPolicy policy = kind == 0   ? TokenPolicy{}
-                               : kind == 1 ? TokenPolicy{uniform(kMaxBatch, 1024), 0}
-                               : kind == 2 ? TokenPolicy{uniform(kMaxBatch, 1024), uniform(1, 300)}
-                                           : TokenPolicy{kMaxBatch, 1};
+                               : kind == 1 ? TokenPolicy{uniform(kMaxBatch, 1024), 0, alone}
+                               : kind == 2
+                                   ? TokenPolicy{uniform(kMaxBatch, 1024), uniform(1, 300), alone}
+                                   : TokenPolicy{kMaxBatch, 1};
     const bool hinted = uniform(0, 1) == 1;
     BATON_ASSERT_OK(finish.CopyFrom(flags));
     if (n > 0) {
@@ -199,6 +202,7 @@ TEST_F(BatchOpsTest, PagedRoundsMatchTheScalarReference) {
   BATON_ASSERT_OK(items.Fill(0xCD));
   BATON_ASSERT_OK(words.Fill(0xCD));
   BATON_ASSERT_OK(table.Fill(0xCD));  // poison: entries are read only once mapped
+  BATON_ASSERT_OK(held.Fill(0xCD));   // only the first c.held entries are compared
 
   StepArgs args;
   args.header = header.data();
@@ -236,9 +240,11 @@ TEST_F(BatchOpsTest, PagedRoundsMatchTheScalarReference) {
       queued.push_back(item);
     }
     const std::uint32_t kind = uniform(0, 2);
-    const TokenPolicy policy = kind == 0   ? TokenPolicy{}
-                               : kind == 1 ? TokenPolicy{uniform(kMaxBatch, 600), 0}
-                                           : TokenPolicy{uniform(kMaxBatch, 600), uniform(1, 90)};
+    const std::uint32_t alone = uniform(0, 1) ? uniform(0, 1500) : 0;
+    const TokenPolicy policy = kind == 0 ? TokenPolicy{}
+                               : kind == 1
+                                   ? TokenPolicy{uniform(kMaxBatch, 600), 0, alone}
+                                   : TokenPolicy{uniform(kMaxBatch, 600), uniform(1, 90), alone};
     BATON_ASSERT_OK(finish.CopyFrom(flags));
     if (!queued.empty()) {
       ASSERT_EQ(cudaMemcpy(offers.data(), queued.data(), queued.size() * sizeof(WorkItem),

@@ -66,6 +66,31 @@ TEST(BatchPolicyTest, DecodesFirstThenChunksInAdmissionOrder) {
   EXPECT_EQ(b.Tokens(), (std::vector<std::uint32_t>{1, 1, 1, 1}));
 }
 
+// A step in which nobody decodes takes max_tokens_without_decodes (and its
+// chunks the same cap); one decoding position brings back the budget.
+TEST(BatchPolicyTest, AStepWithoutDecodesTakesItsOwnBudget) {
+  Batch b(3);
+  b.Set(0, 1000, 0);
+  b.Set(1, 3000, 0);
+  const TokenPolicy policy{512, 0, 2048};
+  EXPECT_EQ(policy.max_rows(), 2048u);
+  EXPECT_EQ(PlanStepTokens(policy, b.args(), 2), 2048u);
+  EXPECT_EQ(b.Tokens(), (std::vector<std::uint32_t>{1000, 1048, 0}));
+  EXPECT_EQ(b.Offsets(), (std::vector<std::uint32_t>{0, 1000, 0}));
+  // A chunk cap still caps each reader.
+  EXPECT_EQ(PlanStepTokens(TokenPolicy{512, 700, 2048}, b.args(), 2), 1400u);
+  EXPECT_EQ(b.Tokens(), (std::vector<std::uint32_t>{700, 700, 0}));
+  // One decoding position: 512 - 1 for the readers.
+  b.Set(2, 4, 4);
+  EXPECT_EQ(PlanStepTokens(policy, b.args(), 3), 512u);
+  EXPECT_EQ(b.Tokens(), (std::vector<std::uint32_t>{511, 0, 1}));
+  // At most max_tokens_per_step: the one budget.
+  b.Set(2, 4, 0);
+  EXPECT_EQ(PlanStepTokens(TokenPolicy{512, 0, 256}, b.args(), 3), 512u);
+  EXPECT_EQ(b.Tokens(), (std::vector<std::uint32_t>{512, 0, 0}));
+  EXPECT_EQ((TokenPolicy{512, 0, 256}.max_rows()), 512u);
+}
+
 TEST(BatchPolicyTest, AnEmptyPayloadIsAnInputOfOneToken) {
   EXPECT_EQ(InputTokens(WorkItem::make(1, 0, 0)), 1u);
   EXPECT_EQ(InputTokens(WorkItem::make(1, 0, 0x500000007ull)), 7u);  // the low 32 bits
@@ -117,6 +142,8 @@ TEST(BatchPolicyTest, TheBucketHoldsRowsAndPositions) {
 // readers, in order, min(what is left of the input, the cap, what the budget
 // still holds), where what it holds is the budget less the decodes and less
 // what earlier readers took; offsets the running sum; rows within the budget.
+// The budget is max_tokens_without_decodes when it is larger and nobody
+// decodes (a third of the rounds have only readers).
 TEST(BatchPolicyTest, RandomBatchesFollowTheRules) {
   SCOPED_TRACE(testing::TestSeedNote());
   std::mt19937_64 rng(testing::TestSeed());
@@ -126,24 +153,30 @@ TEST(BatchPolicyTest, RandomBatchesFollowTheRules) {
   for (int round = 0; round < 2000; ++round) {
     const std::uint32_t max_batch = uniform(1, 80);
     const std::uint32_t batch = uniform(0, max_batch);
-    const TokenPolicy policy{uniform(max_batch, 700), uniform(0, 3) == 0 ? uniform(1, 300) : 0};
+    const TokenPolicy policy{uniform(max_batch, 700), uniform(0, 3) == 0 ? uniform(1, 300) : 0,
+                             uniform(0, 1) ? uniform(0, 3000) : 0};
+    const bool readers_only = uniform(0, 2) == 0;
     Batch b(max_batch);
     for (std::uint32_t p = 0; p < batch; ++p) {
       const std::uint32_t input = uniform(1, 2000);
-      b.Set(p, input, uniform(0, 1) ? uniform(0, input - 1) : input + uniform(0, 50));
+      b.Set(p, input,
+            readers_only || uniform(0, 1) ? uniform(0, input - 1) : input + uniform(0, 50));
     }
     const std::uint32_t rows = PlanStepTokens(policy, b.args(), batch);
     std::uint32_t decodes = 0;
     for (std::uint32_t p = 0; p < batch; ++p)
       decodes += b.args().item_tokens[p] >= InputTokens(b.args().items[p]);
+    const std::uint32_t budget =
+        decodes == 0 ? std::max(policy.max_tokens_per_step, policy.max_tokens_without_decodes)
+                     : policy.max_tokens_per_step;
     const std::uint32_t cap =
-        policy.max_chunk_tokens == 0 ? policy.max_tokens_per_step : policy.max_chunk_tokens;
+        policy.max_chunk_tokens == 0 ? budget : std::min(policy.max_chunk_tokens, budget);
     std::uint32_t taken = 0, sum = 0;
     for (std::uint32_t p = 0; p < batch; ++p) {
       const std::uint32_t input = InputTokens(b.args().items[p]);
       std::uint32_t expected = 1;
       if (b.args().item_tokens[p] < input) {
-        const std::uint32_t holds = policy.max_tokens_per_step - decodes - taken;
+        const std::uint32_t holds = budget - decodes - taken;
         expected = std::min({input - b.args().item_tokens[p], cap, holds});
         taken += expected;
       }
@@ -152,7 +185,8 @@ TEST(BatchPolicyTest, RandomBatchesFollowTheRules) {
       sum += expected;
     }
     ASSERT_EQ(rows, sum);
-    ASSERT_LE(rows, policy.max_tokens_per_step);
+    ASSERT_LE(rows, budget);
+    ASSERT_LE(rows, policy.max_rows());
   }
 }
 

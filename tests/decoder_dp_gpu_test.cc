@@ -66,7 +66,8 @@ TEST_F(DecoderDynamicParallelismTest, ContinuousBatchingMatchesTheGraphEngines) 
     options.config.vocab = 64;  // random stop tokens then hit often
     options.weight_seed = Rng()();
     options.max_batch = 32;
-    options.max_tokens_per_step = 32;  // every step a decode bucket (the GEMV)
+    options.max_tokens_per_step = 32;        // every step a decode bucket (the GEMV)
+    options.max_tokens_without_decodes = 0;  // steps without decodes too
     options.max_requests = 1000;
     options.gemm = DecoderGemm::kBatonGemv;
     options.sampling = SamplingParams{temperature, Rng()()};
@@ -120,6 +121,7 @@ TEST_F(DecoderDynamicParallelismTest, BatchAboveEveryBucketMatchesTheReference) 
       options.weight_seed = Rng()();
       options.max_batch = 40;
       options.max_tokens_per_step = 40;
+      options.max_tokens_without_decodes = 0;  // steps without decodes too
       options.max_requests = 72;
       options.gemm = DecoderGemm::kBatonGemv;
       options.sampling = SamplingParams{temperature, Rng()()};
@@ -197,7 +199,8 @@ TEST_F(DecoderDynamicParallelismTest, CublasLtModelRunsTheGemvOnTheDevice) {
     options.config = config;
     options.weight_seed = seed;
     options.max_batch = 16;
-    options.max_tokens_per_step = 16;  // decode buckets: the device step's GEMV plan
+    options.max_tokens_per_step = 16;        // decode buckets: the device step's GEMV plan
+    options.max_tokens_without_decodes = 0;  // steps without decodes too
     options.max_requests = 40;
     options.gemm = gemm;
     BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));
@@ -224,6 +227,7 @@ TEST_F(DecoderDynamicParallelismTest, UnfusedSiluMulMatchesTheGraphEnginesAndThe
     options.weight_seed = Rng()();
     options.max_batch = 8;
     options.max_tokens_per_step = 8;
+    options.max_tokens_without_decodes = 0;  // steps without decodes too
     options.max_requests = 8;
     options.gemm = DecoderGemm::kBatonGemv;
     options.sampling = SamplingParams{temperature, Rng()()};

@@ -88,6 +88,7 @@ TEST_F(DecoderHostLoopTest, EveryRunOfEveryEngineMatchesTheHostDrivenLoop) {
     options.weight_seed = Rng()();
     options.max_batch = buckets.back();
     options.max_tokens_per_step = buckets.back();  // decode buckets: Baton's GEMV everywhere
+    options.max_tokens_without_decodes = 0;        // steps without decodes too
     options.max_requests = kRequests;
     options.gemm = DecoderGemm::kBatonGemv;
     options.sampling = SamplingParams{temperature, Rng()()};

@@ -143,7 +143,8 @@ TEST_F(DecoderModelTest, AutoGemmRunsTheGemvUpToItsBucketAndCublasLtAbove) {
     options.config = TinyConfig();
     options.weight_seed = seed;
     options.max_batch = bucket;
-    options.max_tokens_per_step = bucket;  // every step in the one bucket
+    options.max_tokens_per_step = bucket;    // every step in the one bucket
+    options.max_tokens_without_decodes = 0;  // steps without decodes too
     options.max_requests = 1;
     options.gemm = gemm;
     options.auto_gemv_max_bucket = 4;
@@ -215,7 +216,8 @@ TEST_F(DecoderModelTest, GreedyAndSampledTokensMatchTheReference) {
       ASSERT_TRUE(outcomes.count(e));
       const Outcome& o = outcomes.at(e);
       EXPECT_EQ(o.value, requests[e].max_new_tokens) << "no stop token: runs to the limit";
-      EXPECT_EQ(o.steps, testing::StepsOf(requests[e].prompt.size(), o.value, 512));
+      EXPECT_EQ(o.steps,
+                testing::StepsOf(requests[e].prompt.size(), o.value, options.max_tokens_per_step));
       ties += CheckAgainstReference(ref, requests[e], o.tokens, options.sampling,
                                     "entry " + std::to_string(e));
       tokens += static_cast<int>(o.tokens.size());
@@ -235,7 +237,8 @@ TEST_F(DecoderModelTest, ContinuousBatchingCompletesEveryRequestOnceOnEveryEngin
   options.config.vocab = 64;  // random stop tokens then hit often
   options.weight_seed = Rng()();
   options.max_batch = 32;
-  options.max_tokens_per_step = 32;  // steps of Baton's GEMV: every engine's bits alike
+  options.max_tokens_per_step = 32;        // steps of Baton's GEMV: every engine's bits alike
+  options.max_tokens_without_decodes = 0;  // steps without decodes too
   options.max_requests = 1000;
   options.gemm = DecoderGemm::kBatonGemv;
   options.sampling = SamplingParams{1.0f, Rng()()};
@@ -313,6 +316,26 @@ TEST_F(DecoderModelTest, ItemsWithoutAValidEntryAreRefusedAndLoseNothing) {
   ASSERT_EQ(seen[0].size(), 1u);
   EXPECT_EQ(seen[0][0].value, 5u);
   BATON_ASSERT_OK(runtime->Stop().status());
+}
+
+// The default buckets: powers of two up to max_batch and max_batch itself,
+// then powers of two and, from 256 on, the points halfway, up to the largest
+// step exactly; the program carries both budgets.
+TEST_F(DecoderModelTest, DefaultBucketsFillChunkStepsToTwoThirds) {
+  DecoderModelOptions options;
+  options.config = TinyConfig();
+  options.max_batch = 17;
+  options.max_requests = 1;
+  options.max_tokens_per_step = 512;
+  options.max_tokens_without_decodes = 2000;
+  BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));
+  EXPECT_EQ(model->DefaultBuckets(),
+            (std::vector<std::uint32_t>{1, 2, 4, 8, 16, 17, 32, 64, 128, 256, 384, 512, 768, 1024,
+                                        1536, 2000}));
+  const StepProgram program = model->MakeStepProgram();
+  EXPECT_EQ(program.tokens.max_tokens_per_step, 512u);
+  EXPECT_EQ(program.tokens.max_tokens_without_decodes, 2000u);
+  EXPECT_EQ(program.tokens.max_rows(), 2000u);
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
 }
 
 // The token budget holds a token of every decoding sequence; a chunk cap
-// stays within it; the stream's window is a power of two.
+// stays within the largest budget; the stream's window is a power of two.
 TEST(DecoderModelOptionsTest, TheBudgetTheChunkAndTheStreamWindowAreChecked) {
   DecoderModelOptions options;
   options.max_batch = 64;
@@ -114,11 +114,25 @@ TEST(DecoderModelOptionsTest, TheBudgetTheChunkAndTheStreamWindowAreChecked) {
                 "DecoderModelOptions::max_tokens_per_step is 70000");
   options.max_tokens_per_step = 64;
   EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.max_tokens_without_decodes = 0;
   options.max_chunk_tokens = 65;
   ExpectInvalid(ValidateDecoderModelOptions(options),
-                "DecoderModelOptions::max_chunk_tokens is 65, above max_tokens_per_step 64");
+                "DecoderModelOptions::max_chunk_tokens is 65, above the largest step budget 64");
+  // A chunk may take a step without decodes whole.
+  options.max_tokens_without_decodes = 128;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.max_chunk_tokens = 129;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::max_chunk_tokens is 129, above the largest step budget 128");
   options.max_chunk_tokens = 1;
   EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  // At most max_tokens_per_step: steps without decodes keep the budget.
+  options.max_tokens_without_decodes = 8;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.max_tokens_without_decodes = 70000;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::max_tokens_without_decodes is 70000; it must be at most "
+                "65536");
   options = DecoderModelOptions{};
   options.stream_window = 100;
   ExpectInvalid(ValidateDecoderModelOptions(options),

@@ -49,6 +49,7 @@ DecoderModelOptions Options(const DecoderConfig& config, std::uint64_t seed) {
   options.weight_seed = seed;
   options.max_batch = 4;
   options.max_tokens_per_step = 64;
+  options.max_tokens_without_decodes = 0;  // steps without decodes too
   options.max_requests = 64;
   options.gemm = DecoderGemm::kBatonGemv;  // the same kernels on every engine
   return options;

@@ -98,7 +98,8 @@ TEST_F(DecoderPrefillTest, ChunkedPromptsMatchTheReferenceOnEveryPath) {
           options.config = config;
           options.weight_seed = seed;
           options.max_batch = 4;
-          options.max_tokens_per_step = 64;  // 130 tokens: chunks of 64, 64, 2
+          options.max_tokens_per_step = 64;        // 130 tokens: chunks of 64, 64, 2
+          options.max_tokens_without_decodes = 0;  // steps without decodes too
           options.max_requests = 1;
           options.gemm = gemm;
           BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));
@@ -139,15 +140,19 @@ TEST_F(DecoderPrefillTest, ChunkedPromptsMatchTheReferenceOnEveryPath) {
   }
 }
 
-// One request: a 300-token prompt, then 40 greedy tokens.
+// One request: a 300-token prompt, then 40 greedy tokens. `alone`: the
+// budget of steps without decodes (every step of the prompt, the request
+// being alone).
 std::vector<std::int32_t> Generate(const DecoderConfig& config, std::uint64_t seed,
                                    DecoderGemm gemm, std::uint32_t budget, std::uint32_t chunk,
-                                   const DecodeRequest& request, std::vector<float>* logits) {
+                                   const DecodeRequest& request, std::vector<float>* logits,
+                                   std::uint32_t alone = 0) {
   DecoderModelOptions options;
   options.config = config;
   options.weight_seed = seed;
   options.max_batch = 8;
   options.max_tokens_per_step = budget;
+  options.max_tokens_without_decodes = alone;
   options.max_chunk_tokens = chunk;
   options.max_requests = 1;
   options.gemm = gemm;
@@ -160,7 +165,7 @@ std::vector<std::int32_t> Generate(const DecoderConfig& config, std::uint64_t se
   EXPECT_EQ(outcomes.size(), 1u);
   if (outcomes.size() != 1) return {};
   EXPECT_EQ(outcomes.at(0).steps, testing::StepsOf(request.prompt.size(), request.max_new_tokens,
-                                                   chunk == 0 ? budget : chunk));
+                                                   chunk == 0 ? std::max(budget, alone) : chunk));
   if (logits != nullptr) *logits = (*model)->ReadLogits(0).value();
   return outcomes.at(0).tokens;
 }
@@ -202,8 +207,15 @@ TEST_F(DecoderPrefillTest, ChunksGiveTheTokensOfATokenPerStep) {
                                     what + " chunks of 128, " + GemmName(gemm));
       std::printf("  %s, chunks of 128 (%s): %d of 40 tokens differ from a token per step\n",
                   what.c_str(), GemmName(gemm), differing);
+      // A budget of 64 with 512 for steps without decodes: the lone prompt
+      // in one step of 300 rows (Generate checks the steps).
+      const std::vector<std::int32_t> whole =
+          Generate(config, seed, gemm, 64, 0, request, nullptr, 512);
+      ASSERT_EQ(whole.size(), 40u);
+      ties += CheckAgainstReference(ref, request, whole, SamplingParams{0.0f, 0},
+                                    what + " the prompt in one step, " + GemmName(gemm));
     }
-    EXPECT_LE(ties, 6) << what << ": near-ties should be rare";
+    EXPECT_LE(ties, 8) << what << ": near-ties should be rare";
   }
 }
 
@@ -214,6 +226,7 @@ TEST_F(DecoderPrefillTest, DecodesBesidePromptChunksMatchTheReference) {
     options.weight_seed = Rng()();
     options.max_batch = 4;
     options.max_tokens_per_step = 64;
+    options.max_tokens_without_decodes = 0;  // steps without decodes too
     options.max_requests = 4;
     options.gemm = gemm;
     BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));

@@ -146,13 +146,22 @@ TEST(StepProgram, TokenBudgetHoldsTheBatchAndFitsTheLargestBucket) {
   status = ValidateStepProgram(program, RuntimeOptions{});
   EXPECT_TRUE(Contains(status.message(),
                        "the largest bucket (16) is smaller than a whole step (64 rows: "
-                       "StepProgram::tokens.max_tokens_per_step): add a bucket of at least 64"))
+                       "StepProgram::tokens.max_rows()): add a bucket of at least 64"))
       << status;
   program.buckets.push_back(64);
+  EXPECT_TRUE(ValidateStepProgram(program, RuntimeOptions{}).ok());
+  // A step without decodes may hold more: the largest bucket holds that too.
+  program.tokens.max_tokens_without_decodes = 256;
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
+                       "smaller than a whole step (256 rows"));
+  program.buckets.push_back(256);
   EXPECT_TRUE(ValidateStepProgram(program, RuntimeOptions{}).ok());
   program.tokens = TokenPolicy{0, 4};
   EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
                        "tokens.max_chunk_tokens is 4 without a token budget"));
+  program.tokens = TokenPolicy{0, 0, 1024};
+  EXPECT_TRUE(Contains(ValidateStepProgram(program, RuntimeOptions{}).message(),
+                       "tokens.max_tokens_without_decodes is 1024 without a token budget"));
 }
 
 // A paged program's pages hold a power of two of tokens, its pool and table

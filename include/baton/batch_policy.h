@@ -22,6 +22,10 @@
 //    budget). Decodes first bound every decoding item's time between tokens
 //    by one budget's worth of work; admission order finishes the oldest
 //    prompt first, so its first token comes as early as the budget allows.
+//    A step in which no item decodes delays nobody's next token: its budget
+//    (and its chunk cap, when max_chunk_tokens leaves it to the budget) is
+//    max_tokens_without_decodes, so prompts read alone take fewer, larger
+//    steps (StepTokenBudget).
 //  - Bucket: the smallest bucket holding both the step's rows and its
 //    positions.
 //  - Pages (a paged program, page_policy.h): admission also waits for the
@@ -44,18 +48,29 @@ struct TokenPolicy {
   // Otherwise at least the program's max_batch, so that every decoding item
   // always gets its token.
   std::uint32_t max_tokens_per_step = 0;
-  // Most input tokens one item reads in one step (0: max_tokens_per_step). 1
+  // Most input tokens one item reads in one step (0: the step's budget). 1
   // feeds inputs a token per step.
   std::uint32_t max_chunk_tokens = 0;
+  // Rows a step in which no item decodes may hold (at most
+  // max_tokens_per_step, 0 included: max_tokens_per_step). Such a step only
+  // reads inputs, so a larger one costs no decoding item any latency.
+  std::uint32_t max_tokens_without_decodes = 0;
 
   [[nodiscard]] BATON_HOST_DEVICE constexpr bool budgeted() const {
     return max_tokens_per_step != 0;
   }
-  [[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t chunk_cap() const {
-    return max_chunk_tokens != 0 && max_chunk_tokens < max_tokens_per_step ? max_chunk_tokens
-                                                                           : max_tokens_per_step;
+  // The most rows any step holds: what the largest bucket must hold.
+  [[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t max_rows() const {
+    return max_tokens_without_decodes > max_tokens_per_step ? max_tokens_without_decodes
+                                                            : max_tokens_per_step;
   }
 };
+
+// The budget of a step in which `decoding_count` items decode.
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t StepTokenBudget(
+    const TokenPolicy& policy, std::uint32_t decoding_count) {
+  return decoding_count == 0 ? policy.max_rows() : policy.max_tokens_per_step;
+}
 
 // The input an item reads before it produces its first output, under a token
 // budget: the low 32 bits of its payload (at least 1). A decoder request's
@@ -65,17 +80,26 @@ struct TokenPolicy {
   return n == 0 ? 1 : n;
 }
 
-// The tokens a position asks for this step, from its input and the tokens
-// it already ran: what is left of its input (capped at one chunk), or 1
-// once it decodes. `decoding` says which.
+// Whether a position decodes (runs one token per step): without a budget
+// always; with one, once it ran its whole input.
+[[nodiscard]] BATON_HOST_DEVICE constexpr bool Decoding(const TokenPolicy& policy,
+                                                        std::uint32_t input, std::uint32_t ran) {
+  return !policy.budgeted() || ran >= input;
+}
+
+// The tokens a position asks for in a step of budget `budget`
+// (StepTokenBudget), from its input and the tokens it already ran: 1 once it
+// decodes, otherwise what is left of its input, capped at one chunk
+// (max_chunk_tokens, or the budget).
 [[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t TokensWanted(const TokenPolicy& policy,
+                                                                     std::uint32_t budget,
                                                                      std::uint32_t input,
-                                                                     std::uint32_t ran,
-                                                                     bool& decoding) {
-  decoding = !policy.budgeted() || ran >= input;
-  if (decoding) return 1;
+                                                                     std::uint32_t ran) {
+  if (Decoding(policy, input, ran)) return 1;
   const std::uint32_t left = input - ran;
-  const std::uint32_t cap = policy.chunk_cap();
+  const std::uint32_t cap = policy.max_chunk_tokens != 0 && policy.max_chunk_tokens < budget
+                                ? policy.max_chunk_tokens
+                                : budget;
   return left < cap ? left : cap;
 }
 
@@ -124,20 +148,17 @@ BATON_HOST_DEVICE inline std::uint32_t PlanStepTokens(const TokenPolicy& policy,
                                                       std::uint32_t batch) {
   std::uint32_t decoding_count = 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
-    bool decoding = false;
-    (void)TokensWanted(policy, InputTokens(a.items[p]), a.item_tokens[p], decoding);
-    decoding_count += decoding ? 1 : 0;
+    decoding_count += Decoding(policy, InputTokens(a.items[p]), a.item_tokens[p]) ? 1 : 0;
   }
   // Without a budget every position decodes; with one, decodes never exceed
   // it (max_tokens_per_step >= max_batch).
-  std::uint32_t left = policy.budgeted() && policy.max_tokens_per_step > decoding_count
-                           ? policy.max_tokens_per_step - decoding_count
-                           : 0;
+  const std::uint32_t budget = StepTokenBudget(policy, decoding_count);
+  std::uint32_t left = policy.budgeted() && budget > decoding_count ? budget - decoding_count : 0;
   std::uint32_t rows = 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
-    bool decoding = false;
-    std::uint32_t n = TokensWanted(policy, InputTokens(a.items[p]), a.item_tokens[p], decoding);
-    if (!decoding) {
+    const std::uint32_t input = InputTokens(a.items[p]);
+    std::uint32_t n = TokensWanted(policy, budget, input, a.item_tokens[p]);
+    if (!Decoding(policy, input, a.item_tokens[p])) {
       n = n < left ? n : left;
       left -= n;
     }

@@ -17,8 +17,9 @@
 // sequences still reading their prompt feed chunks of it with what the
 // budget leaves, so a prompt costs what its arithmetic costs (its chunks'
 // projections are GEMMs) and decoding never waits more than one budget's
-// work. The device scheduler decides the chunks; the step's graph is chosen
-// by its rows. A sequence finishes when it emits one of its stop tokens or
+// work; a step in which nobody decodes may hold more
+// (max_tokens_without_decodes). The device scheduler decides the chunks; the
+// step's graph is chosen by its rows. A sequence finishes when it emits one of its stop tokens or
 // reaches max_new_tokens; the scheduler then retires it and admits the next
 // request into its slot in the same step (continuous batching on the device).
 //
@@ -125,14 +126,23 @@ struct DecoderModelOptions {
   // to the runtime (leave RuntimeOptions::max_batch 0).
   std::uint32_t max_batch = 32;
   // Rows one step may hold: a token of each decoding sequence plus chunks of
-  // the prompts being read (at least max_batch, at most 65536). 512 on the
-  // H100: a 512-row step of Llama-3.2-1B is compute-bound (its GEMMs near
-  // their peak), so larger chunks only lengthen the steps decoding
-  // sequences wait for, and smaller ones pay the weights' read more often
-  // (results/h100-2026-11-24-prefill-llama-3.2-1b.json, its budget sweep).
-  std::uint32_t max_tokens_per_step = 512;
-  // Most prompt tokens one sequence reads in one step (0: the budget). 1
-  // feeds prompts a token per step.
+  // the prompts being read (at least max_batch, at most 65536). 768 on the
+  // H100 (Llama-3.2-1B, results/h100-2026-11-25-token-budget-sweep-
+  // llama-3.2-1b.json): 16 sequences decoding beside a 2000-token prompt
+  // wait 2.2x their steady step at most (512: 1.9x, 1024: 3.0x), and 8
+  // prompts of 1000 tokens all have their first token in 36.7 ms (512:
+  // 41.6 ms, 1024: 35.0 ms): larger steps run their GEMMs nearer peak but
+  // make every decoding sequence wait longer.
+  std::uint32_t max_tokens_per_step = 768;
+  // Rows a step in which no sequence decodes may hold (at most 65536; 0 or
+  // at most max_tokens_per_step: that budget). Such a step delays no
+  // sequence's next token, so prompts read alone take fewer, larger steps:
+  // 2048 on the H100 (the same sweep: a lone 1000-token prompt is one step,
+  // its first token in 4.7 ms against 5.9 in two steps of 512; 4096 gained
+  // nothing). A request that arrives meanwhile waits for the step.
+  std::uint32_t max_tokens_without_decodes = 2048;
+  // Most prompt tokens one sequence reads in one step (0: the step's
+  // budget). 1 feeds prompts a token per step.
   std::uint32_t max_chunk_tokens = 0;
   std::uint32_t max_requests = 1024;  // request-table entries
   DecoderGemm gemm = DecoderGemm::kAuto;
@@ -194,8 +204,10 @@ class DecoderModel {
   // program refers to this model: keep the model alive while a runtime uses
   // it.
   [[nodiscard]] StepProgram MakeStepProgram(std::vector<std::uint32_t> buckets = {});
-  // Powers of two from 1 up to max_batch, then doubling up to
-  // max_tokens_per_step (the last one exactly).
+  // Powers of two from 1 up to max_batch (and max_batch), then powers of two
+  // and, from 256 on, the points halfway between them (384, 768, ...) up to
+  // the largest step (the last one exactly: max_tokens_per_step or
+  // max_tokens_without_decodes).
   [[nodiscard]] std::vector<std::uint32_t> DefaultBuckets() const;
 
   // The token stream: appends to `out` the tokens entry `entry` generated

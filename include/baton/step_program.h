@@ -74,7 +74,7 @@ struct DeviceStepProgram {
 // model's KV cache) says so in `max_batch`, and the runtime takes the batch
 // size from it. A program with a token budget (`tokens`) gets its items'
 // inputs in chunks (baton/batch_policy.h): its buckets then count rows, and
-// the largest must hold a whole step, max(max_batch, max_tokens_per_step).
+// the largest must hold a whole step, max(max_batch, tokens.max_rows()).
 struct StepProgram {
   std::string name = "step";
   std::vector<std::uint32_t> buckets;  // strictly increasing step sizes (rows)

@@ -22,7 +22,9 @@ def _engine_args(parser: argparse.ArgumentParser) -> None:
                                                                     "dynamic-parallelism"])
     parser.add_argument("--max-batch", type=int, default=32, help="sequences decoded together")
     parser.add_argument("--max-context", type=int, default=0, help="tokens per sequence (0: what fits)")
-    parser.add_argument("--max-tokens-per-step", type=int, default=512, help="rows one step holds")
+    parser.add_argument("--max-tokens-per-step", type=int, default=768, help="rows one step holds")
+    parser.add_argument("--max-tokens-without-decodes", type=int, default=2048,
+                        help="rows a step holds when no sequence decodes")
     parser.add_argument("--gemm", default="auto", choices=["auto", "gemv", "cublaslt"])
 
 
@@ -30,7 +32,8 @@ def _llm(args: argparse.Namespace, **extra):
     from baton.llm import LLM
 
     return LLM(args.model, engine=args.engine, max_batch=args.max_batch, max_context=args.max_context,
-               max_tokens_per_step=args.max_tokens_per_step, gemm=args.gemm, **extra)
+               max_tokens_per_step=args.max_tokens_per_step,
+               max_tokens_without_decodes=args.max_tokens_without_decodes, gemm=args.gemm, **extra)
 
 
 def generate(args: argparse.Namespace) -> int:

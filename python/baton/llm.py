@@ -155,6 +155,8 @@ class LLM:
         max_context: tokens one sequence may hold (prompt + generated); 0: what the checkpoint and the GPU's
             memory allow.
         max_tokens_per_step: rows one step holds (decoding tokens plus prompt chunks).
+        max_tokens_without_decodes: rows a step holds when no sequence decodes (prompts read alone, in fewer and
+            larger steps; at most max_tokens_per_step: that budget).
         max_chunk_tokens: most prompt tokens one sequence reads per step (0: the budget).
         max_requests: requests in flight at once (queued or running); more are refused until some finish.
         dtype: "auto" (the checkpoint's), "bfloat16" or "float16".
@@ -171,13 +173,15 @@ class LLM:
     """
 
     def __init__(self, model: Union[str, os.PathLike], *, max_batch: int = 32, max_context: int = 0,
-                 max_tokens_per_step: int = 512, max_chunk_tokens: int = 0, max_requests: int = 1024,
+                 max_tokens_per_step: int = 768, max_tokens_without_decodes: int = 2048,
+                 max_chunk_tokens: int = 0, max_requests: int = 1024,
                  dtype: str = "auto", gemm: str = "auto", engine: str = "conditional",
                  stream_window: int = 256) -> None:
         native = _native()
         self.model_dir = pathlib.Path(model)
         options = dict(checkpoint=str(self.model_dir), max_batch=max_batch, max_context=max_context,
-                       max_tokens_per_step=max_tokens_per_step, max_chunk_tokens=max_chunk_tokens,
+                       max_tokens_per_step=max_tokens_per_step,
+                       max_tokens_without_decodes=max_tokens_without_decodes, max_chunk_tokens=max_chunk_tokens,
                        max_requests=max_requests, dtype=dtype, gemm=gemm, engine=engine,
                        stream_window=stream_window)
         for name, value in options.items():

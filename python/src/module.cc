@@ -90,14 +90,16 @@ std::optional<DecoderDType> ParseDType(const std::string& name) {
 
 ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch,
                           std::uint32_t max_context, std::uint32_t max_tokens_per_step,
-                          std::uint32_t max_chunk_tokens, std::uint32_t max_requests,
-                          const std::string& dtype, const std::string& gemm,
-                          const std::string& engine, std::uint32_t stream_window) {
+                          std::uint32_t max_tokens_without_decodes, std::uint32_t max_chunk_tokens,
+                          std::uint32_t max_requests, const std::string& dtype,
+                          const std::string& gemm, const std::string& engine,
+                          std::uint32_t stream_window) {
   ServerOptions options;
   options.model.checkpoint = checkpoint;
   options.model.max_batch = max_batch;
   options.model.max_context = max_context;
   options.model.max_tokens_per_step = max_tokens_per_step;
+  options.model.max_tokens_without_decodes = max_tokens_without_decodes;
   options.model.max_chunk_tokens = max_chunk_tokens;
   options.model.max_requests = max_requests;
   options.model.dtype = ParseDType(dtype);
@@ -107,19 +109,21 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
   return options;
 }
 
-#define BATON_OPTION_ARGS                                                                   \
-  nb::arg("checkpoint"), nb::arg("max_batch"), nb::arg("max_context"),                      \
-      nb::arg("max_tokens_per_step"), nb::arg("max_chunk_tokens"), nb::arg("max_requests"), \
-      nb::arg("dtype"), nb::arg("gemm"), nb::arg("engine"), nb::arg("stream_window")
+#define BATON_OPTION_ARGS                                                                      \
+  nb::arg("checkpoint"), nb::arg("max_batch"), nb::arg("max_context"),                         \
+      nb::arg("max_tokens_per_step"), nb::arg("max_tokens_without_decodes"),                   \
+      nb::arg("max_chunk_tokens"), nb::arg("max_requests"), nb::arg("dtype"), nb::arg("gemm"), \
+      nb::arg("engine"), nb::arg("stream_window")
 
 std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_t max_batch,
                                      std::uint32_t max_context, std::uint32_t max_tokens_per_step,
+                                     std::uint32_t max_tokens_without_decodes,
                                      std::uint32_t max_chunk_tokens, std::uint32_t max_requests,
                                      const std::string& dtype, const std::string& gemm,
                                      const std::string& engine, std::uint32_t stream_window) {
-  const ServerOptions options =
-      MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step, max_chunk_tokens,
-                  max_requests, dtype, gemm, engine, stream_window);
+  const ServerOptions options = MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step,
+                                            max_tokens_without_decodes, max_chunk_tokens,
+                                            max_requests, dtype, gemm, engine, stream_window);
   absl::StatusOr<std::unique_ptr<Server>> server;
   {
     nb::gil_scoped_release release;  // loading a checkpoint takes seconds
@@ -180,6 +184,7 @@ nb::dict Info(const Server& server) {
   info["dtype"] = config.dtype == DecoderDType::kBFloat16 ? "bfloat16" : "float16";
   info["max_batch"] = model.options().max_batch;
   info["max_tokens_per_step"] = model.options().max_tokens_per_step;
+  info["max_tokens_without_decodes"] = model.options().max_tokens_without_decodes;
   info["max_requests"] = model.options().max_requests;
   info["engine"] = EngineName(server.engine());
   info["weight_bytes"] = model.weight_bytes();
@@ -220,12 +225,12 @@ NB_MODULE(_baton, m) {
   m.def(
       "validate_options",
       [](const std::string& checkpoint, std::uint32_t max_batch, std::uint32_t max_context,
-         std::uint32_t max_tokens_per_step, std::uint32_t max_chunk_tokens,
-         std::uint32_t max_requests, const std::string& dtype, const std::string& gemm,
-         const std::string& engine, std::uint32_t stream_window) {
-        Check(ValidateServerOptions(MakeOptions(checkpoint, max_batch, max_context,
-                                                max_tokens_per_step, max_chunk_tokens, max_requests,
-                                                dtype, gemm, engine, stream_window)));
+         std::uint32_t max_tokens_per_step, std::uint32_t max_tokens_without_decodes,
+         std::uint32_t max_chunk_tokens, std::uint32_t max_requests, const std::string& dtype,
+         const std::string& gemm, const std::string& engine, std::uint32_t stream_window) {
+        Check(ValidateServerOptions(MakeOptions(
+            checkpoint, max_batch, max_context, max_tokens_per_step, max_tokens_without_decodes,
+            max_chunk_tokens, max_requests, dtype, gemm, engine, stream_window)));
       },
       BATON_OPTION_ARGS, "Checks the options without a GPU; raises what Server.create would.");
 

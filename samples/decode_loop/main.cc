@@ -69,7 +69,7 @@ ABSL_FLAG(std::string, engines, "host,tail,tail2,conditional,conditional2",
           "steps per loop iteration), dp (dynamic-parallelism engine: the decoder's device step, "
           "whose decode projections are Baton's GEMV, so dp needs --gemm=gemv; refused otherwise)");
 ABSL_FLAG(int, prompt_tokens, 512, "prompt length of every request (read in chunks of the budget)");
-ABSL_FLAG(int, max_tokens_per_step, 512,
+ABSL_FLAG(int, max_tokens_per_step, 768,
           "the model's token budget per step (DecoderModelOptions::max_tokens_per_step)");
 ABSL_FLAG(int, max_chunk_tokens, 0,
           "most prompt tokens one sequence reads per step (0: the budget; 1: one per step)");

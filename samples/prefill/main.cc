@@ -11,8 +11,9 @@
 // run: a long prompt arrives while `mixed_decoders` sequences decode; their
 // inter-token latency (the device's step clock) over the steps that read the
 // prompt's chunks, against their steady step before it. With --budgets
-// beyond the first, the 1000-token time to first token and the mixed run are
-// measured at each budget (the default's evidence).
+// beyond the first, the 1000-token requests (batches 1 and 8) and the mixed
+// run are measured at each budget on the tail-launch engine (the defaults'
+// evidence).
 //
 // Verified: every request completes with its new_tokens tokens, the engines'
 // tokens are the host loop's, and the streamed tokens are the final ones.
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,9 +50,10 @@ ABSL_FLAG(std::string, batches, "1,8", "requests submitted together");
 ABSL_FLAG(int, new_tokens, 128, "tokens each request generates (no stop token)");
 ABSL_FLAG(std::string, engines, "host,tail,conditional,dp",
           "drivers: host (host graph launch + sync per step), tail, conditional, dp");
-ABSL_FLAG(std::string, budgets, "512",
-          "max_tokens_per_step values: the first runs everything, the others the 1000-token "
-          "request and the mixed run");
+ABSL_FLAG(std::string, budgets, "768:2048",
+          "budgets, each max_tokens_per_step or max_tokens_per_step:max_tokens_without_decodes "
+          "(alone: the model's default for the second): the first runs everything, the others "
+          "the 1000-token requests and the mixed run");
 ABSL_FLAG(std::string, gemm, "auto", "projections: auto, cublaslt or gemv (Baton's own kernels)");
 ABSL_FLAG(int, mixed_decoders, 16, "sequences decoding when the mixed run's prompt arrives");
 ABSL_FLAG(int, mixed_prompt, 2000, "the mixed run's prompt (tokens)");
@@ -154,7 +157,34 @@ std::vector<DecodeRequest> Requests(const DecoderConfig& config, std::uint32_t n
   return requests;
 }
 
-absl::StatusOr<DecoderModelOptions> ModelOptions(std::uint32_t budget, std::uint32_t max_batch,
+// A --budgets entry: max_tokens_per_step, and max_tokens_without_decodes
+// when it names one.
+struct Budget {
+  std::uint32_t per_step = 0;
+  std::optional<std::uint32_t> without_decodes;
+};
+
+absl::StatusOr<std::vector<Budget>> ParseBudgets(const std::string& flag) {
+  std::vector<Budget> budgets;
+  for (absl::string_view entry : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    Budget b;
+    std::uint32_t alone = 0;
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &b.per_step) || b.per_step == 0 ||
+        (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &alone))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--budgets: '", entry,
+                       "' is not N or N:M (max_tokens_per_step, optionally with "
+                       "max_tokens_without_decodes), e.g. 512 or 512:2048"));
+    }
+    if (parts.size() == 2) b.without_decodes = alone;
+    budgets.push_back(b);
+  }
+  if (budgets.empty()) return absl::InvalidArgumentError("--budgets: give at least one budget");
+  return budgets;
+}
+
+absl::StatusOr<DecoderModelOptions> ModelOptions(const Budget& budget, std::uint32_t max_batch,
                                                  std::uint32_t context) {
   DecoderModelOptions options;
   options.checkpoint = absl::GetFlag(FLAGS_checkpoint);
@@ -167,7 +197,8 @@ absl::StatusOr<DecoderModelOptions> ModelOptions(std::uint32_t budget, std::uint
   }
   options.weight_seed = absl::GetFlag(FLAGS_seed);
   options.max_batch = max_batch;
-  options.max_tokens_per_step = std::max(budget, max_batch);
+  options.max_tokens_per_step = std::max(budget.per_step, max_batch);
+  if (budget.without_decodes) options.max_tokens_without_decodes = *budget.without_decodes;
   options.max_requests = max_batch;
   const std::string gemm = absl::GetFlag(FLAGS_gemm);
   options.gemm = gemm == "gemv"       ? DecoderGemm::kBatonGemv
@@ -178,7 +209,8 @@ absl::StatusOr<DecoderModelOptions> ModelOptions(std::uint32_t budget, std::uint
 
 // The mixed run on `d`: decoders decoding, then the long prompt; rows of
 // step-clock durations. Returns false in `ok` when a check failed.
-absl::Status MixedRun(DecoderModel& model, Driver& d, std::uint32_t budget, Report& report) {
+absl::Status MixedRun(DecoderModel& model, Driver& d, Report& report) {
+  const std::uint32_t budget = model.options().max_tokens_per_step;
   const std::uint32_t decoders = absl::GetFlag(FLAGS_mixed_decoders);
   const std::uint32_t prompt = absl::GetFlag(FLAGS_mixed_prompt);
   const DecoderConfig& config = model.config();
@@ -245,6 +277,8 @@ absl::Status MixedRun(DecoderModel& model, Driver& d, std::uint32_t budget, Repo
       .Set("kind", "mixed")
       .Set("driver", d.label)
       .Set("max_tokens_per_step", static_cast<std::int64_t>(budget))
+      .Set("max_tokens_without_decodes",
+           static_cast<std::int64_t>(model.options().max_tokens_without_decodes))
       .Set("decoders", static_cast<std::int64_t>(decoders))
       .Set("prompt_tokens", static_cast<std::int64_t>(prompt))
       .Set("prompt_steps", static_cast<std::int64_t>(chunks))
@@ -261,8 +295,8 @@ absl::Status Run(Report& report) {
                          ParsePositiveList(absl::GetFlag(FLAGS_prompts), "prompts"));
   BATON_ASSIGN_OR_RETURN(const auto batches,
                          ParsePositiveList(absl::GetFlag(FLAGS_batches), "batches"));
-  BATON_ASSIGN_OR_RETURN(const auto budgets,
-                         ParsePositiveList(absl::GetFlag(FLAGS_budgets), "budgets"));
+  BATON_ASSIGN_OR_RETURN(const std::vector<Budget> budgets,
+                         ParseBudgets(absl::GetFlag(FLAGS_budgets)));
   const std::uint32_t new_tokens = absl::GetFlag(FLAGS_new_tokens);
   const int repeats = absl::GetFlag(FLAGS_repeats);
   const std::uint32_t decoders = absl::GetFlag(FLAGS_mixed_decoders);
@@ -293,9 +327,10 @@ absl::Status Run(Report& report) {
                   "read from the token stream, and to the last completion; medians of "
                   "the repeats");
   for (std::size_t b = 0; b < budgets.size(); ++b) {
-    const std::uint32_t budget = budgets[b];
     BATON_ASSIGN_OR_RETURN(const DecoderModelOptions options,
-                           ModelOptions(budget, max_batch, context));
+                           ModelOptions(budgets[b], max_batch, context));
+    const std::uint32_t budget = options.max_tokens_per_step;
+    const std::uint32_t alone = options.max_tokens_without_decodes;
     BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
     if (b == 0) {
       report.SetParam("weight_bytes", static_cast<std::int64_t>(model->weight_bytes()));
@@ -331,7 +366,7 @@ absl::Status Run(Report& report) {
     Bench bench(*model, *host, report);
     for (std::uint32_t batch : batches) {
       for (std::uint32_t prompt : prompts) {
-        if (b > 0 && !(batch == 1 && prompt == 1000)) continue;  // the sweep's one request
+        if (b > 0 && prompt != 1000) continue;  // the sweep's requests
         const std::vector<DecodeRequest> requests = Requests(
             model->config(), batch, prompt, new_tokens, absl::GetFlag(FLAGS_seed) + prompt);
         std::map<std::uint32_t, std::vector<std::int32_t>> reference;  // the first driver's
@@ -365,6 +400,7 @@ absl::Status Run(Report& report) {
               .Set("kind", "request")
               .Set("driver", d.label)
               .Set("max_tokens_per_step", static_cast<std::int64_t>(budget))
+              .Set("max_tokens_without_decodes", static_cast<std::int64_t>(alone))
               .Set("batch", static_cast<std::int64_t>(batch))
               .Set("prompt_tokens", static_cast<std::int64_t>(prompt))
               .Set("new_tokens", static_cast<std::int64_t>(new_tokens))
@@ -372,14 +408,14 @@ absl::Status Run(Report& report) {
               .Set("ttft_p50_ms", Percentile(p50, 0.5))
               .Set("request_ms", Percentile(request, 0.5))
               .Set("same_tokens", same);
-          std::fprintf(stderr, "[prefill] budget %u, %s, b%u, prompt %u: ttft %.2f ms\n", budget,
-                       d.label.c_str(), batch, prompt, Percentile(ttft, 0.5));
+          std::fprintf(stderr, "[prefill] budget %u:%u, %s, b%u, prompt %u: ttft %.2f ms\n", budget,
+                       alone, d.label.c_str(), batch, prompt, Percentile(ttft, 0.5));
         }
       }
     }
     for (Driver& d : drivers) {
       if (d.key != "tail") continue;
-      BATON_RETURN_IF_ERROR(MixedRun(*model, d, budget, report));
+      BATON_RETURN_IF_ERROR(MixedRun(*model, d, report));
     }
     for (Driver& d : drivers) {
       if (d.runtime != nullptr && d.runtime->running())

@@ -69,19 +69,24 @@ TARGET_DRIVERS = ("Baton tail-launch", "Baton conditional")
 
 def from_sample_report(report: dict[str, Any]) -> dict[str, Any]:
     """The prefill sample's --json (the samples' common report: device, params, rows of kind
-    "request" and "mixed", each with its max_tokens_per_step) in this script's Baton shape: the
-    first budget's rows and mixed run, the other budgets' rows as the budget sweep."""
+    "request" and "mixed", each with its max_tokens_per_step and max_tokens_without_decodes) in
+    this script's Baton shape: the first budget's rows and mixed run, every budget's 1000-token
+    tail-launch requests and mixed runs as the budget sweep."""
     rows = report.get("rows", [])
-    budgets = [r["max_tokens_per_step"] for r in rows]
-    primary = budgets[0] if budgets else None
+
+    def budget(r: dict[str, Any]) -> tuple[Any, Any]:
+        return r["max_tokens_per_step"], r.get("max_tokens_without_decodes")
+
+    primary = budget(rows[0]) if rows else (None, None)
     main = [{k: v for k, v in r.items() if k != "kind"} for r in rows
-            if r.get("kind") == "request" and r["max_tokens_per_step"] == primary]
-    mixed = [r for r in rows if r.get("kind") == "mixed" and r["max_tokens_per_step"] == primary]
-    sweep = [r for r in rows if (r.get("kind") == "mixed" or (r["batch"] == 1 and r["prompt_tokens"] == PROMPT
+            if r.get("kind") == "request" and budget(r) == primary]
+    mixed = [r for r in rows if r.get("kind") == "mixed" and budget(r) == primary]
+    sweep = [r for r in rows if (r.get("kind") == "mixed" or (r["prompt_tokens"] == PROMPT
                                                                and r["driver"] == "Baton tail-launch"))]
     return {"sample": "prefill", "gpu": report.get("device", {}).get("name", ""),
             "date": str(report.get("date", ""))[:10], "params": {**report.get("params", {}),
-                                                                "max_tokens_per_step": primary},
+                                                                "max_tokens_per_step": primary[0],
+                                                                "max_tokens_without_decodes": primary[1]},
             "rows": main, "mixed": mixed[0] if mixed else None, "budget_sweep": sweep,
             "passed": report.get("passed"), "failures": report.get("failures", [])}
 

@@ -34,7 +34,7 @@ absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_ba
 }
 
 std::uint32_t StepRowsLimit(const StepProgram& program, std::uint32_t max_batch) {
-  const std::uint32_t budget = program.tokens.max_tokens_per_step;
+  const std::uint32_t budget = program.tokens.max_rows();
   return budget > max_batch ? budget : max_batch;
 }
 
@@ -47,11 +47,13 @@ absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_b
         "): a step must hold one token of every decoding item; raise the budget to at least ",
         max_batch, " or lower max_batch"));
   }
-  if (!tokens.budgeted() && tokens.max_chunk_tokens != 0) {
+  if (!tokens.budgeted() &&
+      (tokens.max_chunk_tokens != 0 || tokens.max_tokens_without_decodes != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "step program '", program.name, "': StepProgram::tokens.max_chunk_tokens is ",
-        tokens.max_chunk_tokens,
-        " without a token budget: set tokens.max_tokens_per_step too, or leave both 0"));
+        "step program '", program.name, "': StepProgram::tokens.",
+        tokens.max_chunk_tokens != 0 ? "max_chunk_tokens" : "max_tokens_without_decodes", " is ",
+        tokens.max_chunk_tokens != 0 ? tokens.max_chunk_tokens : tokens.max_tokens_without_decodes,
+        " without a token budget: set tokens.max_tokens_per_step too, or leave it 0"));
   }
   return absl::OkStatus();
 }
@@ -127,7 +129,7 @@ absl::Status CheckProgramFitsEngine(const StepProgram& program, std::uint32_t ma
     return absl::FailedPreconditionError(absl::StrCat(
         "Start(Engine::", name, "): step program '", program.name, "': the largest bucket (",
         program.buckets.back(), ") is smaller than a whole step (", rows,
-        program.tokens.budgeted() ? " rows: StepProgram::tokens.max_tokens_per_step"
+        program.tokens.budgeted() ? " rows: StepProgram::tokens.max_rows()"
                                   : ": RuntimeOptions.max_batch",
         "), so some steps fit no graph: add a bucket of at least ", rows,
         " or start Engine::kDynamicParallelism (its grids follow the actual step)"));

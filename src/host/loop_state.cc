@@ -70,7 +70,7 @@ StepArgs LoopState::args() const {
   args.items = items_.data();
   args.max_batch = max_batch_;
   PointStepWords(args, words_.data());
-  args.max_tokens = policy_.budgeted() ? policy_.max_tokens_per_step : max_batch_;
+  args.max_tokens = policy_.budgeted() ? policy_.max_rows() : max_batch_;
   return args;
 }
 

@@ -122,12 +122,11 @@ absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOption
   }
   const std::uint32_t rows = detail::StepRowsLimit(program, max_batch);
   if (program.buckets.back() < rows && !device_step) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step program '", program.name, "': the largest bucket (",
-                     program.buckets.back(), ") is smaller than a whole step (", rows,
-                     program.tokens.budgeted() ? " rows: StepProgram::tokens.max_tokens_per_step"
-                                               : ": max_batch",
-                     "): add a bucket of at least ", rows, " or lower it"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step program '", program.name, "': the largest bucket (", program.buckets.back(),
+        ") is smaller than a whole step (", rows,
+        program.tokens.budgeted() ? " rows: StepProgram::tokens.max_rows()" : ": max_batch",
+        "): add a bucket of at least ", rows, " or lower it"));
   }
   return absl::OkStatus();
 }

@@ -37,7 +37,8 @@ constexpr std::size_t kContextReserveBytes = std::size_t{2} << 30;
 
 absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   options_ = options;
-  max_rows_ = std::max(options.max_batch, options.max_tokens_per_step);
+  max_rows_ = std::max(
+      {options.max_batch, options.max_tokens_per_step, options.max_tokens_without_decodes});
   // The checkpoint is opened, mapped and checked against its config (and
   // the config against the kernels) before any GPU work.
   std::optional<checkpoint::Checkpoint> ckpt;
@@ -301,7 +302,15 @@ std::vector<std::uint32_t> DecoderModel::Impl::DefaultBuckets() const {
   std::vector<std::uint32_t> buckets;
   for (std::uint32_t b = 1; b < options_.max_batch; b *= 2) buckets.push_back(b);
   buckets.push_back(options_.max_batch);
-  for (std::uint32_t b = options_.max_batch * 2; b < max_rows_; b *= 2) buckets.push_back(b);
+  // Above max_batch (chunk steps, whose GEMMs run over the whole bucket):
+  // powers of two, and from 256 on the points halfway too (384, 768, 1536,
+  // ...), so a step's rows fill its bucket's 128-row tiles to at least 2/3.
+  std::uint32_t b = 1;
+  while (b <= options_.max_batch) b *= 2;
+  for (; b < max_rows_; b *= 2) {
+    buckets.push_back(b);
+    if (b >= 256 && b + b / 2 < max_rows_) buckets.push_back(b + b / 2);
+  }
   if (buckets.back() < max_rows_) buckets.push_back(max_rows_);
   return buckets;
 }
@@ -310,8 +319,9 @@ absl::Status DecoderModel::Impl::EnqueueStep(const StepContext& ctx, cudaStream_
   const std::uint32_t rows = ctx.bucket_size;
   if (rows == 0 || rows > max_rows_) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "DecoderModel: bucket size %u is outside [1, %u] (the rows of a step: max_batch and "
-        "max_tokens_per_step); register buckets no larger than that",
+        "DecoderModel: bucket size %u is outside [1, %u] (the rows of a step: max_batch, "
+        "max_tokens_per_step and max_tokens_without_decodes); register buckets no larger than "
+        "that",
         rows, max_rows_));
   }
   if (ctx.args.max_batch != options_.max_batch) {
@@ -404,8 +414,9 @@ StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {
   };
   program.device_step = impl->device_step();
   program.max_batch = impl->options().max_batch;
-  program.tokens.max_tokens_per_step = impl->max_rows();
+  program.tokens.max_tokens_per_step = impl->options().max_tokens_per_step;
   program.tokens.max_chunk_tokens = impl->options().max_chunk_tokens;
+  program.tokens.max_tokens_without_decodes = impl->options().max_tokens_without_decodes;
   program.pages = impl->page_policy();
   return program;
 }

@@ -64,11 +64,20 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
         "step holds one token of every decoding sequence; e.g. 512)",
         options.max_tokens_per_step, options.max_batch, kMaxStepRows));
   }
-  if (options.max_chunk_tokens > options.max_tokens_per_step) {
+  if (options.max_tokens_without_decodes > kMaxStepRows) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "DecoderModelOptions::max_chunk_tokens is %u, above max_tokens_per_step %u; use at most "
-        "the budget (0: the budget, 1: a prompt token per step)",
-        options.max_chunk_tokens, options.max_tokens_per_step));
+        "DecoderModelOptions::max_tokens_without_decodes is %u; it must be at most %u (0 or at "
+        "most max_tokens_per_step: steps without decodes keep max_tokens_per_step; e.g. 2048)",
+        options.max_tokens_without_decodes, kMaxStepRows));
+  }
+  const std::uint32_t largest_budget =
+      std::max(options.max_tokens_per_step, options.max_tokens_without_decodes);
+  if (options.max_chunk_tokens > largest_budget) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::max_chunk_tokens is %u, above the largest step budget %u "
+        "(max_tokens_per_step, max_tokens_without_decodes); use at most that (0: the step's "
+        "budget, 1: a prompt token per step)",
+        options.max_chunk_tokens, largest_budget));
   }
   if (!IsPowerOfTwo(options.stream_window) || options.stream_window > kMaxStreamWindow) {
     return absl::InvalidArgumentError(absl::StrFormat(

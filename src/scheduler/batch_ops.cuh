@@ -216,20 +216,18 @@ __device__ inline std::uint32_t warp_plan_tokens(const TokenPolicy& policy, cons
     lane_state(base, input, ran);
     if (base == 0) input0 = input, ran0 = ran;
     const bool live = base + lane < batch;
-    bool decoding = false;
-    (void)TokensWanted(policy, input, ran, decoding);
-    decoding_count += __popc(__ballot_sync(kFullWarp, live && decoding));
+    decoding_count += __popc(__ballot_sync(kFullWarp, live && Decoding(policy, input, ran)));
   }
-  std::uint32_t left =
-      policy.max_tokens_per_step > decoding_count ? policy.max_tokens_per_step - decoding_count : 0;
+  const std::uint32_t budget = StepTokenBudget(policy, decoding_count);
+  std::uint32_t left = budget > decoding_count ? budget - decoding_count : 0;
   std::uint32_t rows = 0;
   for (std::uint32_t base = 0; base < batch; base += 32) {
     std::uint32_t input = input0, ran = ran0;
     if (base != 0) lane_state(base, input, ran);
     const std::uint32_t p = base + lane;
     const bool live = p < batch;
-    bool decoding = false;
-    const std::uint32_t wanted = TokensWanted(policy, input, ran, decoding);
+    const bool decoding = Decoding(policy, input, ran);
+    const std::uint32_t wanted = TokensWanted(policy, budget, input, ran);
     const std::uint32_t want = live && !decoding ? wanted : 0;
     // Earlier reading positions took min(their wants, the budget) in all.
     const std::uint32_t wanted_before = warp_inclusive_sum(want) - want;

@@ -74,6 +74,7 @@ TEST_P(CheckpointModelTest, EveryEngineFollowsTheCheckpointsOwnTensors) {
   // Steps of at most 4 rows: prompts read in chunks of up to 4 tokens by the
   // fused attention, the chunk's earlier keys from this step's rows.
   options.max_tokens_per_step = 4;
+  options.max_tokens_without_decodes = 0;  // steps without decodes too
   options.max_requests = 16;
   options.gemm = DecoderGemm::kBatonGemv;
   BATON_ASSERT_OK_AND_ASSIGN(auto model, DecoderModel::Create(options));

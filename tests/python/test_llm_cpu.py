@@ -9,7 +9,8 @@ import pytest
 import baton
 from baton import errors, llm as llm_module
 
-GOOD = dict(max_batch=8, max_context=0, max_tokens_per_step=64, max_chunk_tokens=0, max_requests=64,
+GOOD = dict(max_batch=8, max_context=0, max_tokens_per_step=64, max_tokens_without_decodes=2048,
+            max_chunk_tokens=0, max_requests=64,
             dtype="auto", gemm="auto", engine="conditional", stream_window=256)
 
 
@@ -32,6 +33,7 @@ def test_import_needs_no_gpu_and_exports_the_api():
 @pytest.mark.parametrize("changes, words", [
     (dict(max_batch=0), ["max_batch is 0"]),
     (dict(max_batch=8, max_tokens_per_step=4), ["max_tokens_per_step", "4"]),
+    (dict(max_tokens_without_decodes=70000), ["max_tokens_without_decodes is 70000", "65536"]),
     (dict(stream_window=3), ["stream_window", "3"]),
     (dict(max_requests=0), ["max_requests"]),
     (dict(engine="tail"), ["engine 'tail'", "'tail-launch'"]),

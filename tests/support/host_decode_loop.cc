@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<HostDecodeLoop>> HostDecodeLoop::Create(const Ste
   loop->max_batch_ = n;
   loop->policy_ = program.tokens;
   loop->buckets_ = buckets;
-  const std::uint32_t max_rows = std::max(n, program.tokens.max_tokens_per_step);
+  const std::uint32_t max_rows = std::max(n, program.tokens.max_rows());
   if (buckets.back() < max_rows) {
     return absl::InvalidArgumentError(absl::StrCat("HostDecodeLoop: the largest bucket ",
                                                    buckets.back(), " holds no whole step of ",
