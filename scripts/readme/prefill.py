@@ -64,25 +64,32 @@ def prefill_block():
     cols = _columns(data)
     by = {(d["gpu"], r["batch"], r["prompt_tokens"], r["driver"]): r for _, d in data for r in d["rows"]}
 
+    gpus = list(dict.fromkeys(d["gpu"] for _, d in data))
+
     def cell(gpu, batch, prompt, driver, key):
         r = by.get((gpu, batch, prompt, driver))
         return "" if r is None or r.get(key) is None else _ms(r[key])
 
-    ttft_rows = [(d["gpu"], r["batch"], r["prompt_tokens"]) for _, d in data for r in d["rows"]
-                 if r["driver"] == FLOOR and r["batch"] in BATCHES]
-    ttft_cols = [("GPU", lambda x: x[0]), ("batch", lambda x: f"{x[1]}"), ("prompt tokens", lambda x: f"{x[2]:,}")]
-    ttft_cols += [(label, lambda x, d=drv: cell(*x, d, "ttft_ms")) for drv, label in cols]
-    ttft_cols.append(("floor", lambda x: cell(*x, FLOOR, "ttft_ms")))
+    def cells(batch, prompt, driver, key):
+        """Every GPU's value at a shape, in `gpus` order ("–" where one has none)."""
+        values = [cell(g, batch, prompt, driver, key) for g in gpus]
+        return " / ".join(v or "–" for v in values) if any(values) else ""
+
+    ttft_rows = list(dict.fromkeys((r["batch"], r["prompt_tokens"]) for _, d in data for r in d["rows"]
+                                   if r["driver"] == FLOOR and r["batch"] in BATCHES))
+    ttft_cols = [("batch", lambda x: f"{x[0]}"), ("prompt tokens", lambda x: f"{x[1]:,}")]
+    ttft_cols += [(label, lambda x, d=drv: cells(*x, d, "ttft_ms")) for drv, label in cols]
+    ttft_cols.append(("floor", lambda x: cells(*x, FLOOR, "ttft_ms")))
     with_request = [(drv, label) for drv, label in cols
                     if any(r["driver"] == drv and r.get("request_ms") is not None for _, d in data for r in d["rows"])]
     request_rows = [(d["gpu"], r["batch"], r["prompt_tokens"], r["new_tokens"]) for _, d in data for r in d["rows"]
                     if r["prompt_tokens"] == REQUEST_PROMPT and r["batch"] in BATCHES and r.get("request_ms")
                     is not None]
-    request_rows = list(dict.fromkeys((g, x, p, n) for g, x, p, n in request_rows
+    request_rows = list(dict.fromkeys((x, p, n) for g, x, p, n in request_rows
                                       if n == _new_tokens(by, g, x, p, with_request)))
-    request_cols = [("GPU", lambda x: x[0]), ("batch", lambda x: f"{x[1]}"),
-                    ("request", lambda x: f"{x[2]:,}-token prompt + {x[3]} new tokens")]
-    request_cols += [(REQUEST_LABELS.get(drv, label), lambda x, d=drv: cell(*x[:3], d, "request_ms"))
+    request_cols = [("batch", lambda x: f"{x[0]}"),
+                    ("request", lambda x: f"{x[1]:,}-token prompt + {x[2]} new tokens")]
+    request_cols += [(REQUEST_LABELS.get(drv, label), lambda x, d=drv: cells(*x[:2], d, "request_ms"))
                      for drv, label in with_request]
 
     d0 = data[0][1]
@@ -96,12 +103,12 @@ def prefill_block():
            "the host; at a batch of several prompts, the last of their first tokens. The floor is the larger of "
            "the weights read once at the measured bandwidth and the prefill's FLOPs at the measured bf16 matmul "
            "rate (each file's `floor_inputs`); how each driver was timed is in each file (`baton.params`, "
-           "`peers.settings`, `definitions`).", "", table(ttft_cols, ttft_rows), ""]
+           "`peers.settings`, `definitions`)."
+           + (f" Each cell: {' / '.join(gpus)}." if len(gpus) > 1 else ""), "", table(ttft_cols, ttft_rows), ""]
     if request_rows:
         out += ["Whole requests in ms, prompt to the last new token on the host:", "",
                 table(request_cols, request_rows), ""]
-    for _, d in data:
-        out += [_notes(b, d, by), ""]
+    out += [" ".join(_notes(b, d, by) for _, d in data), ""]
     return b, "\n".join(out).rstrip()
 
 
@@ -149,11 +156,10 @@ def _notes(b, d, by):
         unit = " ms" if "measured_ms" in t else "×"
         measured = ("not measured" if value is None else f"{value:.2f}{unit}"
                     + (f" ({t['driver']})" if t.get("driver") else ""))
+        # A GPU without targets: its figures are in the tables.
         if t.get("gpu_has_target"):
             notes.append(f"Target \"{t['target']}\": {measured}, "
                          f"{'not measured' if value is None else 'met' if t['met'] else 'missed'}.")
-        else:
-            notes.append(f"\"{t['target']}\" (a target on the H100, none on the {gpu}): {measured}.")
     return " ".join(notes)
 
 
@@ -205,8 +211,8 @@ def self_test(markers, place):
             problems = b.check(body)
             if problems:
                 failures.append(f"untraced numbers: {problems}")
-            for want in ("| H100 | 1 | 1,000 |", "| H200 | 8 | 4,000 |", "Target \"b1 1000-token prompt",
-                         ", met.", "none on the H200", "mixed run (Baton tail-launch)", "× the floor",
+            for want in ("| 1 | 1,000 |", "| 8 | 4,000 |", "Each cell: H100 / H200.", "Target \"b1 1000-token prompt",
+                         ", met.", "H200 mixed run", "mixed run (Baton tail-launch)", "× the floor",
                          "1,000-token prompt + 128 new tokens"):
                 if want not in body:
                     failures.append(f"the block lacks {want!r}")
