@@ -82,35 +82,41 @@ LLAMA3_ROPE_SCALING = {
 # parity bound, so a RoPE bug would pass. At 1/sqrt(hidden) the score std is 1.
 TINY_INIT = 1.0 / 256**0.5
 
+LLAMA_3_2_1B: dict[str, Any] = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 16,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "intermediate_size": 8192,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+        "rope_theta": 500000.0,
+        "rope_scaling": dict(LLAMA3_ROPE_SCALING),
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "initializer_range": 0.02,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "torch_dtype": "bfloat16",
+    }
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
+        Preset("llama-3.2-1b", "meta-llama/Llama-3.2-1B config.json", LLAMA_3_2_1B),
+        # The size people serve: untied 128k-vocabulary LM head, head_dim 128, llama3 RoPE at factor 8.
         Preset(
-            "llama-3.2-1b",
-            "meta-llama/Llama-3.2-1B config.json",
-            {
-                "model_type": "llama",
-                "architectures": ["LlamaForCausalLM"],
-                "num_hidden_layers": 16,
-                "hidden_size": 2048,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "head_dim": 64,
-                "intermediate_size": 8192,
-                "vocab_size": 128256,
-                "tie_word_embeddings": True,
-                "rope_theta": 500000.0,
-                "rope_scaling": dict(LLAMA3_ROPE_SCALING),
-                "max_position_embeddings": 131072,
-                "rms_norm_eps": 1e-5,
-                "hidden_act": "silu",
-                "attention_bias": False,
-                "mlp_bias": False,
-                "initializer_range": 0.02,
-                "bos_token_id": 128000,
-                "eos_token_id": 128001,
-                "torch_dtype": "bfloat16",
-            },
+            "llama-3.1-8b",
+            "meta-llama/Llama-3.1-8B config.json",
+            {**LLAMA_3_2_1B, "num_hidden_layers": 32, "hidden_size": 4096, "head_dim": 128,
+             "intermediate_size": 14336, "tie_word_embeddings": False,
+             "rope_scaling": dict(LLAMA3_ROPE_SCALING, factor=8.0)},
         ),
         Preset(
             "smollm2-135m",

@@ -23,9 +23,15 @@ from typing import Any
 
 # decode_loop's bound row: "... (bound)" (graph replays of the steps the drivers ran, no decision).
 BOUND_SUFFIX = "(bound)"
-# Targets per GPU (ms per step at batch 1 and 8; b32 against the compiled PyTorch loop).
+# Targets per GPU (ms per step at batch 1 and 8; b32 against the fastest PyTorch loop that decides every
+# step on the host: any compiled "+sync" peer, with or without native GQA or another compile mode).
 TARGETS = {"H100": {"b1_ms": 0.90, "b8_ms": 1.0}, "H200": {"b1_ms": 0.70}}
-B32_VS_PEER = ("gpt-fast-compiled+sync", 1.5)
+B32_VS_PEER = ("the fastest PyTorch +sync row", 1.5)
+
+
+def is_pytorch_loop(driver: str) -> bool:
+    """A PyTorch peer with a host decision every step (pytorch_peers.py's +sync rows, transformers-generate)."""
+    return driver == "transformers-generate" or (driver.startswith("gpt-fast") and driver.endswith("+sync"))
 ENGINE_OVERHEAD_US = 3.0
 
 
@@ -136,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         if b:
             targets.append({"target": f"{gpu} batch {batch} <= {limit} ms/step", "engine": b["driver"],
                             "measured_ms": round(b["us_per_step"] / 1000, 3), "met": b["us_per_step"] <= limit * 1000})
-    peer = [r for r in rows if r["batch"] == 32 and r["driver"] == B32_VS_PEER[0]]
+    peer = sorted((r for r in rows if r["batch"] == 32 and is_pytorch_loop(r["driver"])),
+                  key=lambda r: r["us_per_step"])
     b32 = best(32)
     if peer and b32:
         ratio = b32["tokens_per_s"] / peer[0]["tokens_per_s"]
-        targets.append({"target": f"batch 32 >= {B32_VS_PEER[1]}x {B32_VS_PEER[0]} tokens/s", "engine": b32["driver"],
-                        "measured_ratio": round(ratio, 3), "met": ratio >= B32_VS_PEER[1]})
+        targets.append({"target": f"batch 32 >= {B32_VS_PEER[1]}x {B32_VS_PEER[0]}'s tokens/s", "engine": b32["driver"],
+                        "peer": peer[0]["driver"], "measured_ratio": round(ratio, 3), "met": ratio >= B32_VS_PEER[1]})
     # The engines only: the host loop's overhead (a sync per step) is what they remove.
     engine_rows = [r for r in rows if r["driver"] in engines and "overhead_us" in r]
     if engine_rows:

@@ -163,9 +163,11 @@ def self_test(work: pathlib.Path | None, compile_cpu: bool) -> bool:
 
 @torch.inference_mode()
 def compiled_matches_eager(checkpoint: pathlib.Path, device: str, dtype: torch.dtype, batch: int = 2,
-                           steps: int = 6, mode: str = "default", graph: bool = False) -> bool:
+                           steps: int = 6, mode: str = "default", graph: bool = False,
+                           native_gqa: bool = False) -> bool:
     """The compiled (and, on CUDA, graph-captured) step produces the eager step's tokens."""
     model = load_transformer(checkpoint, dtype, device)
+    model.native_gqa = native_gqa
     prompts = torch.randint(0, model.args.vocab_size, (batch, 16), generator=torch.Generator().manual_seed(1))
     prompts = prompts.to(device)
     eager = Decoder(model, batch, 16, steps + 1, stop_token=-1)
@@ -179,6 +181,7 @@ def compiled_matches_eager(checkpoint: pathlib.Path, device: str, dtype: torch.d
     compiled.prefill(prompts)
     compiled.run_nosync(steps)
     same = bool(torch.equal(compiled.generated, want))
-    print(f"compiled{' + CUDA graph' if graph else ''} step vs eager step ({dtype}, {device}): same tokens: {same}")
+    print(f"compiled{' + CUDA graph' if graph else ''} step vs eager step ({dtype}, {device}"
+          f"{', native GQA' if native_gqa else ''}): same tokens: {same}")
     return same
 

@@ -19,6 +19,11 @@ before timing, medians over --repeats, torch.backends defaults:
    finished" flag computed in the step), like a real serving loop.
 3. gpt-fast-compiled-nosync: the same graph replayed back to back with no
    per-step synchronization: PyTorch's lower bound for this step.
+4. gpt-fast-gqa-compiled+sync and -nosync: the same two with SDPA's native
+   GQA (enable_gqa=True) in the decode step instead of repeat_interleave'd
+   K/V, as a careful PyTorch user writes it. --compile-mode picks inductor's
+   mode for every compiled peer (e.g. max-autotune-no-cudagraphs; the rows
+   then carry it in their driver name).
 
     scripts/peers/pytorch_peers.py --self-test
     scripts/peers/pytorch_peers.py --checkpoint /tmp/parity/llama-3.2-1b --batches 1,8,32 \\
@@ -48,7 +53,13 @@ from decoder_checks import (CHECK_REL_TOL, SELF_TEST_PRESETS, _make_checkpoint_m
                             compiled_matches_eager, self_test)
 from gpt_fast_decoder import Decoder, ModelArgs, PeerError, Transformer, load_transformer
 
-PEERS = ("transformers-generate", "gpt-fast-compiled+sync", "gpt-fast-compiled-nosync")
+PEERS = ("transformers-generate", "gpt-fast-compiled+sync", "gpt-fast-compiled-nosync",
+         "gpt-fast-gqa-compiled+sync", "gpt-fast-gqa-compiled-nosync")
+
+
+def driver_name(peer: str, compile_mode: str) -> str:
+    """A row's driver: the peer, with a compile mode other than inductor's default in brackets."""
+    return peer if compile_mode == "default" else peer.replace("-compiled", f"-compiled[{compile_mode}]")
 
 
 # --------------------------------------------------------------------------- timing
@@ -116,7 +127,8 @@ def time_transformers_generate(checkpoint: pathlib.Path, prompts: torch.Tensor, 
 
 def time_gpt_fast(model: Transformer, prompts: torch.Tensor, new_tokens: int, repeats: int, compile_mode: str,
                   stop_token: int, device: str, use_graph: bool) -> tuple[dict[str, float], list[list[int]]]:
-    """µs per step of the compiled, graph-captured step, with and without a per-step host decision."""
+    """µs per step of the compiled, graph-captured step, with (key "+sync") and without ("-nosync") a per-step
+    host decision."""
     batch, prompt_tokens = prompts.shape
     decoder = Decoder(model, batch, prompt_tokens, new_tokens, stop_token)
     if compile_mode != "none":
@@ -125,11 +137,10 @@ def time_gpt_fast(model: Transformer, prompts: torch.Tensor, new_tokens: int, re
         decoder.capture()
     ids = prompts.to(device)
     steps = new_tokens - 1  # the first token comes from prefill
-    results: dict[str, list[float]] = {"gpt-fast-compiled+sync": [], "gpt-fast-compiled-nosync": []}
+    results: dict[str, list[float]] = {"+sync": [], "-nosync": []}
     tokens: list[list[int]] = []
     for repeat in range(repeats + 1):  # the first round is a warm-up
-        for driver, run in (("gpt-fast-compiled+sync", decoder.run_sync),
-                            ("gpt-fast-compiled-nosync", decoder.run_nosync)):
+        for driver, run in (("+sync", decoder.run_sync), ("-nosync", decoder.run_nosync)):
             decoder.prefill(ids)
             _sync(device)
             start = time.perf_counter()
@@ -242,9 +253,12 @@ def run(args: argparse.Namespace) -> int:
             # in float32 on the tiny Llama (fast to compile), where a bf16 near-tie
             # cannot make a correct graph look wrong.
             tiny = pathlib.Path(args.work) / f"peers-selftest-{SELF_TEST_PRESETS[0]}"
-            if not compiled_matches_eager(tiny, device, torch.float32, mode=args.compile_mode, graph=True):
-                raise PeerError("the compiled CUDA-graph step disagrees with the eager step in float32; not timing it")
-            torch._dynamo.reset()
+            for native in sorted({p.startswith("gpt-fast-gqa") for p in peers if p.startswith("gpt-fast")}):
+                if not compiled_matches_eager(tiny, device, torch.float32, mode=args.compile_mode, graph=True,
+                                              native_gqa=native):
+                    raise PeerError("the compiled CUDA-graph step disagrees with the eager step in float32"
+                                    f"{' (native GQA)' if native else ''}; not timing it")
+                torch._dynamo.reset()
         model = load_transformer(checkpoint, torch.bfloat16, device)
     rows: list[dict[str, Any]] = []
     agreement: dict[str, Any] = {}
@@ -257,20 +271,26 @@ def run(args: argparse.Namespace) -> int:
             us, tokens["transformers-generate"] = time_transformers_generate(
                 checkpoint, prompts, args.new_tokens, args.repeats, device)
             rows.append(_row(model_name, batch, "transformers-generate", us))
-        wanted = [p for p in peers if p.startswith("gpt-fast")]
-        if wanted:
+        for native in (False, True):  # repeat_interleave'd K/V, then SDPA's native GQA
+            prefix = "gpt-fast-gqa-compiled" if native else "gpt-fast-compiled"
+            wanted = [p for p in peers if p.startswith(prefix)]
+            if not wanted:
+                continue
             assert model is not None
+            model.native_gqa = native
             start = time.perf_counter()
             times, graph_tokens = time_gpt_fast(model, prompts, args.new_tokens, args.repeats,
                                                 args.compile_mode, args.stop_token, device, use_graph)
-            print(f"batch {batch}: gpt-fast peers compiled, captured and timed in "
+            print(f"batch {batch}: {prefix} peers compiled, captured and timed in "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
-            rows += [_row(model_name, batch, d, times[d]) for d in wanted]
-            tokens["gpt-fast"] = graph_tokens[0]
+            rows += [_row(model_name, batch, driver_name(p, args.compile_mode), times[p[len(prefix):]])
+                     for p in wanted]
+            tokens.setdefault("gpt-fast", graph_tokens[0])
             if device.startswith("cuda"):
-                torch._dynamo.reset()  # the next batch compiles its own static shapes
+                torch._dynamo.reset()  # the next batch (or variant) compiles its own static shapes
             eager_tokens = eager_greedy(model, prompts.to(device), args.new_tokens)
-            graph_vs_eager[str(batch)] = first_differences(graph_tokens, eager_tokens)
+            graph_vs_eager[f"{batch}{' native GQA' if native else ''}"] = first_differences(graph_tokens,
+                                                                                           eager_tokens)
         if len(tokens) == 2:
             a, b = tokens.values()
             same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
