@@ -103,18 +103,25 @@ def parity_block(b, path):
     return [intro, "", table(cols, table_rows), "", rule + " " + verdict]
 
 
-# (label, drivers: the row shown is the fastest of them per batch)
+def _compiled(suffix):
+    """Every compiled PyTorch peer with this ending (pytorch_peers.py: K/V copied per query head or SDPA's native
+    GQA, any compile mode)."""
+    return lambda driver: driver.startswith("gpt-fast") and driver.endswith(suffix)
+
+
+# (label, drivers, or a predicate on a file's drivers: the row shown is the fastest of them per batch)
 PEER_ROWS = [
     ("Baton, the engine with the shorter step (tail-launch / conditional)",
      ["Baton tail-launch", "Baton conditional"]),
     ("Baton host loop (graph launch + sync per step)", ["Baton host graph + sync"]),
     ("Baton bound: graph replays of the same steps, no decision", ["Baton graph replays of the same steps, no decision (bound)"]),
-    ("PyTorch: gpt-fast-style step, torch.compile + CUDA graph, `.item()` per step", ["gpt-fast-compiled+sync"]),
-    ("PyTorch: the same, no per-step sync (its lower bound)", ["gpt-fast-compiled-nosync"]),
+    ("PyTorch: gpt-fast-style step, torch.compile + CUDA graph, `.item()` per step (its fastest variant)",
+     _compiled("+sync")),
+    ("PyTorch: the same, no per-step sync (its lower bound)", _compiled("-nosync")),
     ("transformers `generate` (eager)", ["transformers-generate"]),
     ("HBM floor: the weights read once per step at the measured bandwidth", ["HBM floor (weights once per step)"]),
 ]
-PEER_BASE = "gpt-fast-compiled+sync"  # the PyTorch loop the ratios compare with
+PEER_BASE = _compiled("+sync")  # the PyTorch loop the ratios compare with: its fastest variant per batch
 ENGINES = PEER_ROWS[0][1]
 # ncu of the batch-1 step: (role, kernel, grid)
 NCU_KERNELS = [
@@ -138,8 +145,10 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
     s = d0["peers"]["settings"]
     batches = sorted({r["batch"] for _, d in files for r in d["rows"]})
     by = {(_gpu(d), r["batch"], r["driver"]): r for _, d in files for r in d["rows"]}
+    names = sorted({r["driver"] for _, d in files for r in d["rows"]})
 
     def pick(gpu, drivers, batch):
+        drivers = drivers if isinstance(drivers, list) else [x for x in names if drivers(x)]
         rs = [by[(gpu, batch, x)] for x in drivers if (gpu, batch, x) in by]
         return min(rs, key=lambda r: r["us_per_step"]) if rs else None
 
@@ -153,7 +162,7 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
     cols = [("GPU", lambda row: row[0]), ("driver", lambda row: row[1])] + [
         (f"batch {x}: µs/step · tokens/s · overhead µs", lambda row, x=x: cell(row[0], row[2], x)) for x in batches]
     rows = [(_gpu(d), label, drivers) for _, d in files for label, drivers in PEER_ROWS
-            if any((_gpu(d), x, y) in by for x in batches for y in drivers)]
+            if any(pick(_gpu(d), drivers, x) for x in batches)]
     gemm = {}
     for _, d in files:
         for x in batches:
@@ -183,7 +192,7 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
 def _peer_notes(b, d, pick, batches):
     gpu = _gpu(d)
     lo, hi = batches[0], batches[-1]
-    base_lo, base_hi = pick(gpu, [PEER_BASE], lo), pick(gpu, [PEER_BASE], hi)
+    base_lo, base_hi = pick(gpu, PEER_BASE, lo), pick(gpu, PEER_BASE, hi)
     floor = pick(gpu, PEER_ROWS[-1][1], lo)
     notes, parts = [], []
     if base_lo and base_hi and pick(gpu, ENGINES, lo) and pick(gpu, ENGINES, hi):
@@ -196,6 +205,11 @@ def _peer_notes(b, d, pick, batches):
         parts.append(f"its batch-{lo} step is {ratio:.2f}× the HBM floor")
     if parts:
         notes.append(", but ".join(parts) + ".")
+    variants = sorted({r["driver"] for r in d["rows"] if PEER_BASE(r["driver"])})
+    if len(variants) > 1:
+        notes.append("The compiled PyTorch row is the fastest of " + series(f"`{v}`" for v in variants) +
+                     " at each batch: " + series(f"batch {x} `{pick(gpu, PEER_BASE, x)['driver']}`"
+                                                  for x in batches if pick(gpu, PEER_BASE, x)) + ".")
     below = [r for r in d["rows"] if (r.get("overhead_us") or 0) < 0]
     if below:
         notes.append(series(f"{r['driver']} at batch {r['batch']} (`--gemm` `{r['gemm']}`)" for r in below) +
