@@ -153,6 +153,11 @@ struct DecoderModelOptions {
   // tokens stay in mapped host memory (a power of two in [1, 65536]); older
   // ones a reader missed are copied from the device.
   std::uint32_t stream_window = 256;
+
+  // The token policy of the step program (MakeStepProgram) these options make.
+  [[nodiscard]] TokenPolicy tokens() const {
+    return TokenPolicy{max_tokens_per_step, max_chunk_tokens, max_tokens_without_decodes};
+  }
 };
 
 struct DecoderModelInfo {

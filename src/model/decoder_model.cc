@@ -37,8 +37,7 @@ constexpr std::size_t kContextReserveBytes = std::size_t{2} << 30;
 
 absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   options_ = options;
-  max_rows_ = std::max(
-      {options.max_batch, options.max_tokens_per_step, options.max_tokens_without_decodes});
+  max_rows_ = std::max(options.max_batch, options.tokens().max_rows());
   // The checkpoint is opened, mapped and checked against its config (and
   // the config against the kernels) before any GPU work.
   std::optional<checkpoint::Checkpoint> ckpt;
@@ -414,9 +413,7 @@ StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {
   };
   program.device_step = impl->device_step();
   program.max_batch = impl->options().max_batch;
-  program.tokens.max_tokens_per_step = impl->options().max_tokens_per_step;
-  program.tokens.max_chunk_tokens = impl->options().max_chunk_tokens;
-  program.tokens.max_tokens_without_decodes = impl->options().max_tokens_without_decodes;
+  program.tokens = impl->options().tokens();
   program.pages = impl->page_policy();
   return program;
 }

@@ -61,7 +61,7 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
       options.max_tokens_per_step > kMaxStepRows) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::max_tokens_per_step is %u; it must be in [max_batch = %u, %u] (a "
-        "step holds one token of every decoding sequence; e.g. 512)",
+        "step holds one token of every decoding sequence; e.g. 768)",
         options.max_tokens_per_step, options.max_batch, kMaxStepRows));
   }
   if (options.max_tokens_without_decodes > kMaxStepRows) {
@@ -70,8 +70,7 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
         "most max_tokens_per_step: steps without decodes keep max_tokens_per_step; e.g. 2048)",
         options.max_tokens_without_decodes, kMaxStepRows));
   }
-  const std::uint32_t largest_budget =
-      std::max(options.max_tokens_per_step, options.max_tokens_without_decodes);
+  const std::uint32_t largest_budget = options.tokens().max_rows();
   if (options.max_chunk_tokens > largest_budget) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::max_chunk_tokens is %u, above the largest step budget %u "
