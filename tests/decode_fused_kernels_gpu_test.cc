@@ -226,10 +226,12 @@ void CheckEmbeddingRmsNormGemv(const FusedResult& r) {
 
 const std::vector<FusedCase>& FusedCases() {
   // The shapes the residual-add GEMVs run: a d_model 264 row from an FFN
-  // row of 2824 (more than one chunk of a row per lane), and a bucket of 1.
+  // row of 2824 (more than one chunk of a row per lane), a bucket of 1, and
+  // a bucket of 32 (four position tiles, the last partly live).
   static const std::vector<kernel_test::FusedShape> kResidualGemvShapes = {
       Batch(10, 9).DModel(264).Ffn(2824),
       Batch(1, 1).DModel(520).Ffn(1368),
+      Batch(32, 27).DModel(264).Ffn(1368),
   };
   static const std::vector<FusedCase> cases = {
       // EnqueueEmbedding then EnqueueRmsNorm, "with the same results".
@@ -269,7 +271,7 @@ const std::vector<FusedCase>& FusedCases() {
        CheckGatedGemv,
        true,
        {Batch(11, 10).Ffn(2824).Out(777), Batch(1, 1).Ffn(1368).Out(264),
-        Batch(17, 17).Ffn(512).Out(1001)}},
+        Batch(17, 17).Ffn(512).Out(1001), Batch(32, 30).Ffn(1368).Out(520)}},
       // EnqueueRmsNorm into EnqueueGemv's input: "n may differ from its
       // output in the last bit of the dtype (not bit-identical)".
       {"RmsNormGemv",
@@ -282,9 +284,10 @@ const std::vector<FusedCase>& FusedCases() {
        CheckRmsNormGemv,
        true,
        // 1032: a partial k-block, float4 rows, more than a warp's 8 loads,
-       // two position tiles the second partial; 4096: K split in 4.
+       // two position tiles the second partial; 4096: K split in 4 (17
+       // positions: a third tile past the live batch); 32: four tiles.
        {Batch(11, 9).DModel(1032).Out(777), Batch(3, 2).DModel(264).Out(520),
-        Batch(17, 16).DModel(4096).Out(256)}},
+        Batch(17, 16).DModel(4096).Out(256), Batch(32, 31).DModel(1032).Out(264)}},
       // EnqueueEmbedding then EnqueueRmsNormGemv: "hidden and y
       // bit-identical". 12 positions span two position tiles, so two blocks
       // of the first row block store hidden.
@@ -299,7 +302,8 @@ const std::vector<FusedCase>& FusedCases() {
        CheckEmbeddingRmsNormGemv,
        true,
        {Batch(13, 12).Vocab(1000).DModel(264).Out(520),
-        Batch(5, 5).Vocab(1000).DModel(1032).Out(777)}},
+        Batch(5, 5).Vocab(1000).DModel(1032).Out(777),
+        Batch(29, 29).Vocab(1000).DModel(520).Out(264)}},
       // EnqueueGemv then EnqueueResidualAdd, "bit-identical to the two
       // kernels"; the residual stream past the live batch is left alone.
       {"GemvResidualAdd",

@@ -44,6 +44,12 @@ constexpr GemvShape kGemvShapes[] = {
     {2040, 8200, 8, 5,
      "128 row blocks (the last partial), too many for a wider split, paired in clusters of 2 "
      "(Llama-3.2-1B's FFN down GEMV), a partial k-block"},
+    // Buckets above 8: a grid row of blocks per tile of 8 positions, each
+    // tile's bits those of a bucket of 1.
+    {3072, 2048, 32, 29,
+     "Llama-3.2-1B's QKV GEMV at a bucket of 32: four position tiles, the last partly live"},
+    {777, 2824, 20, 9, "three tiles, the second partly live and the third past the live batch"},
+    {264, 1032, 64, 61, "eight tiles, K split in 2"},
 };
 
 void PrintTo(const GemvShape& s, std::ostream* os) {
