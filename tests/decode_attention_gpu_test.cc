@@ -84,10 +84,11 @@ class AttentionTest : public kernel_test::DecodeKernelTest,
   // checks q rotated in place, the appended cache rows, every other cache
   // row unchanged bit for bit, qkv past the live batch unchanged, and the
   // attention output.
-  void RunAttentionCase(bool fused, bool paged = false);
+  void RunAttentionCase(bool fused, bool paged = false,
+                        AttentionShortRows short_rows = AttentionShortRows::kPerQueryHead);
 };
 
-void AttentionTest::RunAttentionCase(bool fused, bool paged) {
+void AttentionTest::RunAttentionCase(bool fused, bool paged, AttentionShortRows short_rows) {
   const AttentionShape& shape = AttentionShapes()[std::get<0>(GetParam())];
   const DecoderDType dtype = std::get<1>(GetParam());
   const int heads = shape.heads, kv_heads = shape.kv_heads, head_dim = shape.head_dim;
@@ -160,13 +161,13 @@ void AttentionTest::RunAttentionCase(bool fused, bool paged) {
   cudaStream_t stream = stream_.get();
   if (fused) {
     ASSERT_EQ(EnqueueRopeAttention(config, d_rope.data(), d_qkv.data(), cache, batch.view,
-                                   scratch.view, d_out.data(), stream),
+                                   scratch.view, d_out.data(), stream, short_rows),
               cudaSuccess);
   } else {
     ASSERT_EQ(EnqueueRopeAppendKv(config, d_rope.data(), d_qkv.data(), cache, batch.view, stream),
               cudaSuccess);
     ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, scratch.view,
-                                     d_out.data(), stream),
+                                     d_out.data(), stream, short_rows),
               cudaSuccess);
   }
   Sync();
@@ -283,13 +284,23 @@ TEST_P(AttentionTest, PagedCacheMatchesReference) {
   RunAttentionCase(true, true);
 }
 
+// Rows of one unit grouped per key/value head on tensor cores (the cuBLASLt
+// plan's choice; the same path as before for models the tensor-core path
+// does not take): the fused kernel on a dense cache, the two kernels on a
+// paged one.
+TEST_P(AttentionTest, GroupedShortRowsMatchReference) {
+  RunAttentionCase(true, false, AttentionShortRows::kGrouped);
+  RunAttentionCase(false, true, AttentionShortRows::kGrouped);
+}
+
 class SplitAttentionTest : public kernel_test::DecodeKernelTest {};
 
-// A row's bits depend on its q and its context alone: the same row (q,
-// slot, position 19,999: 40 units) alone in a launch of capacity 1 (40
-// blocks per key/value head) and at row 5 of 16 rows at other positions
-// (8 blocks per head, so each block serves five units) gives the same
-// bits, both dtypes.
+// A row's bits depend on its q, its context and the launch's
+// AttentionShortRows alone: the same row (q, slot, position 19,999: 40
+// units) alone in a launch of capacity 1 (40 blocks per key/value head) and
+// at row 5 of 16 rows at other positions (8 blocks per head, so each block
+// serves five units) gives the same bits, both dtypes; so does a row of one
+// unit (position 200) with its short rows per query head or grouped.
 TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
   for (const DecoderDType dtype : kernel_test::kDTypes) {
     SCOPED_TRACE(kernel_test::Name(dtype));
@@ -305,11 +316,12 @@ TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
     auto d_values = Upload(RandomHalf(slot_elements, dtype, 1.0));
     const KvCacheLayer cache{d_keys.data(), d_values.data()};
     const auto run = [&](std::uint32_t capacity, std::uint32_t row,
-                         const std::vector<std::uint16_t>& q) {
+                         const std::vector<std::uint16_t>& q, std::int32_t position,
+                         AttentionShortRows short_rows) {
       std::vector<std::int32_t> positions(capacity);
       std::uniform_int_distribution<std::int32_t> any(0, config.max_context - 1);
       for (auto& pos : positions) pos = any(Rng());
-      positions[row] = 19999;
+      positions[row] = position;
       TestBatch batch = MakeBatch(capacity, capacity, 1, positions);
       batch.slots = Upload(std::vector<std::uint32_t>(capacity, 0));  // every row reads slot 0
       batch.view.slots = batch.slots.data();
@@ -320,7 +332,7 @@ TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
           Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * config.attention_width());
       kernel_test::SplitScratch scratch(config, capacity);
       EXPECT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, scratch.view,
-                                       d_out.data(), stream_.get()),
+                                       d_out.data(), stream_.get(), short_rows),
                 cudaSuccess);
       Sync();
       scratch.ExpectArrivalsZero();
@@ -329,12 +341,18 @@ TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
                                         out.begin() + (row + 1) * config.attention_width());
     };
     const auto q = RandomHalf(config.qkv_width(), dtype, 1.0);
-    const auto alone = run(1, 0, q);
-    const auto among = run(16, 5, q);
-    EXPECT_TRUE(alone == among) << "the row's output bits changed with the launch";
-    EXPECT_FALSE(std::all_of(alone.begin(), alone.end(), [](std::uint16_t b) {
-      return b == 0xFFFF;
-    })) << "the row was never written";
+    for (const auto& [position, short_rows] : {std::pair{19999, AttentionShortRows::kPerQueryHead},
+                                               std::pair{200, AttentionShortRows::kPerQueryHead},
+                                               std::pair{200, AttentionShortRows::kGrouped}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "position " << position << ", short rows " << static_cast<int>(short_rows));
+      const auto alone = run(1, 0, q, position, short_rows);
+      const auto among = run(16, 5, q, position, short_rows);
+      EXPECT_TRUE(alone == among) << "the row's output bits changed with the launch";
+      EXPECT_FALSE(std::all_of(alone.begin(), alone.end(), [](std::uint16_t b) {
+        return b == 0xFFFF;
+      })) << "the row was never written";
+    }
   }
 }
 

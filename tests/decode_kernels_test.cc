@@ -211,6 +211,12 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   rows.capacity = 2;
   EXPECT_EQ(EnqueueDecodeAttention(long_context, w, {}, rows, {partials, arrivals, 1}, w, nullptr),
             cudaErrorInvalidValue);
+  // A way of attending short rows that is not one of AttentionShortRows'
+  // (a model that needs no scratch, every other argument valid).
+  rows.capacity = 1;
+  EXPECT_EQ(EnqueueDecodeAttention(DecoderConfig{}, w, {w, w}, rows, {}, w, nullptr,
+                                   static_cast<AttentionShortRows>(2)),
+            cudaErrorInvalidValue);
   DecoderConfig config;
   DecodeBatch no_active;
   no_active.capacity = 1;
@@ -255,6 +261,25 @@ TEST(AttentionSplitTest, UnitsCoverTheTilesOnceWithinTheBounds) {
       ASSERT_GE(s.tiles_per_unit * kAttentionTile, kAttentionUnitKeys);
     }
   }
+}
+
+// Short rows group on tensor cores only when the launch asks and the model
+// is one the tensor-core path takes (head_dim a multiple of 16 up to 128, a
+// group of at most 16 query heads); otherwise a block per query head.
+TEST(AttentionSplitTest, ShortRowsGroupOnlyForTheTensorCorePath) {
+  DecoderConfig config;
+  config.heads = 32;
+  config.kv_heads = 8;
+  config.head_dim = 64;
+  EXPECT_TRUE(attention_groups_short_rows(config, AttentionShortRows::kGrouped));
+  EXPECT_FALSE(attention_groups_short_rows(config, AttentionShortRows::kPerQueryHead));
+  config.head_dim = 96;
+  EXPECT_TRUE(attention_groups_short_rows(config, AttentionShortRows::kGrouped));
+  config.head_dim = 66;  // not a multiple of 16
+  EXPECT_FALSE(attention_groups_short_rows(config, AttentionShortRows::kGrouped));
+  config.head_dim = 128;
+  config.kv_heads = 1;  // a group of 32 query heads: more than one mma's rows
+  EXPECT_FALSE(attention_groups_short_rows(config, AttentionShortRows::kGrouped));
 }
 
 // Blocks per (row, key/value head): at least 1, at most the longest

@@ -4,20 +4,23 @@
 // (AttentionShared). Internal; Abseil-free.
 //
 // A model whose max_context does not split (attention_splits,
-// kernels/attention_split.h) runs the single-pass kernel (Split = false):
-// grid (rows, query heads), every row on the short path below with its
-// scores in dynamic shared memory (max_context floats). Otherwise grid
-// (rows, query heads, z) with z = attention_blocks_per_head(config, rows),
-// and each row takes one of two paths by its context alone, so its bits
-// never depend on the launch:
+// kernels/attention_split.h), in a launch that does not group short rows
+// (AttentionShortRows), runs the single-pass kernel (Split = false): grid
+// (rows, query heads), every row on the short path with its scores in
+// dynamic shared memory (max_context floats). Otherwise grid (rows, query
+// heads, z) with z = attention_blocks_per_head(config, rows), and each row
+// takes one of two paths by its context, the model and the launch's
+// AttentionShortRows alone, so its bits never depend on the batch or grid:
 // - a context of one unit (at most kAttentionUnitKeys keys, every decode
-//   step of a short conversation): block (row, head, 0) attends for its
-//   query head (attention_short_body.cuh); the other z leave at once;
-// - a longer context: the group's query-head blocks of the row, group x z
-//   of them, are the splits of its key/value head, each reading its units'
-//   keys and values once for all the group's heads
+//   step of a short conversation) in a launch of kPerQueryHead (or a model
+//   the tensor-core path does not take): block (row, head, 0) attends for
+//   its query head (attention_short_body.cuh); the other z leave at once;
+// - a longer context, or one unit grouped: the group's query-head blocks of
+//   the row, group x z of them, are the splits of its key/value head, each
+//   reading its units' keys and values once for all the group's heads
 //   (attention_split_mma_body.cuh on tensor cores for the models
-//   attention_split_mma accepts, else attention_split_body.cuh).
+//   attention_split_mma accepts, else attention_split_body.cuh); a single
+//   unit is split 0's alone, written without scratch.
 #pragma once
 
 #include <type_traits>
@@ -52,10 +55,15 @@ template <class T, int V, int H, bool Rope, bool Split>
 __device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
                                                KvCacheLayer cache, DecodeBatch batch,
                                                AttentionScratch scratch,
+                                               AttentionShortRows short_rows,
                                                AttentionShared<T, V, H, Split>& sh, float* scores,
                                                T* out) {
   const std::uint32_t p = blockIdx.x;
   const int head = blockIdx.y, z = blockIdx.z;
+  // Short rows grouped on tensor cores too (the short path then serves only
+  // rows out of range).
+  bool grouped = false;
+  if constexpr (Split && V == kVector) grouped = attention_groups_short_rows(config, short_rows);
   // A settled batch is looked up before the wait (the paths issue their
   // first loads before it too); otherwise after.
   if (!batch.settled) enter_step_node(batch);
@@ -65,12 +73,14 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   // block 0 loads them for nothing: cheap beside its units.)
   ShortHistory<T, V> early;
   const AttentionRow row = look_up_attention_row<Rope>(batch, config, p, [&](std::uint32_t slot) {
-    if (z == 0) early.load(config, cache, slot, head / config.group_size(), 0, config.max_context);
+    if (z == 0 && !grouped) {
+      early.load(config, cache, slot, head / config.group_size(), 0, config.max_context);
+    }
   });
   // A block with nothing to do leaves, before the wait when it can: block
   // (row, 0, 0) always stays, so the kernel still finishes after its
   // predecessor.
-  if (!Split || !row.in_range || row.pos < kAttentionUnitKeys) {
+  if (!Split || !row.in_range || (!grouped && row.pos < kAttentionUnitKeys)) {
     if (z > 0) return;
     attention_short_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, row, head, early,
                                      sh.short_path, Split ? sh.short_path.scores : scores, out);

@@ -36,17 +36,19 @@ __host__ __device__ cudaError_t dispatch_attention(const DecoderConfig& config, 
 
 // A launch of `capacity` rows (both launchers): the single-pass kernel's
 // grid (rows, query heads) with max_context floats of scores in dynamic
-// shared memory, or the split kernel's (rows, query heads, z) with the
-// tensor-core path's ring (none for the CUDA-core path).
+// shared memory when max_context does not split and short rows are not
+// grouped; else the split kernel's (rows, query heads, z) (z = 1 when
+// max_context does not split) with the tensor-core path's ring (none for
+// the CUDA-core path).
 struct AttentionLaunchShape {
   bool split;
   dim3 grid;
   unsigned shared_bytes;
 };
-__host__ __device__ inline AttentionLaunchShape attention_launch_shape(const DecoderConfig& config,
-                                                                       std::uint32_t capacity) {
+__host__ __device__ inline AttentionLaunchShape attention_launch_shape(
+    const DecoderConfig& config, std::uint32_t capacity, AttentionShortRows short_rows) {
   const unsigned heads = static_cast<unsigned>(config.heads);
-  if (!attention_splits(config)) {
+  if (!attention_splits(config) && !attention_groups_short_rows(config, short_rows)) {
     return {false, dim3(capacity, heads),
             static_cast<unsigned>(sizeof(float)) * static_cast<unsigned>(config.max_context)};
   }

@@ -31,7 +31,8 @@ inline constexpr int kAttentionTargetBlocks = 264;
 
 // Decode attention splits along the context for every model whose
 // max_context exceeds one unit; a row of at most kAttentionUnitKeys keys
-// still takes the short path, one block per (row, query head). The
+// takes the short path, one block per (row, query head), unless the launch
+// groups short rows (AttentionShortRows below). The
 // single-pass kernel (the context's scores in shared memory, one block per
 // query head reading its whole context) served every max_context up to
 // 8,192 until, on an H100, Llama-3.2-1B steps at 512-640-token contexts
@@ -56,6 +57,29 @@ inline constexpr unsigned kAttentionMmaWarps = 4;
 [[nodiscard]] BATON_HOST_DEVICE inline bool attention_split_mma(const DecoderConfig& config) {
   return config.head_dim % 16 == 0 && config.head_dim <= 128 &&
          config.group_size() <= kAttentionMmaRows;
+}
+
+// How a launch attends its rows of one unit (at most kAttentionUnitKeys
+// keys), chosen by the caller for the whole launch: the step's plan picks
+// kPerQueryHead on Baton's batch-invariant GEMV path and kGrouped on the
+// cuBLASLt path (src/model/step_plan.cc), so a row's bits depend on its q,
+// its context, the model and this choice alone.
+// - kPerQueryHead: a block per (row, query head) (attention_short_body.cuh),
+//   its keys' loads issued before the wait on the previous node: the
+//   shortest path after that wait, for steps of a few rows.
+// - kGrouped: the tensor-core path's block per (row, key/value head) for
+//   every model attention_split_mma accepts, reading each key and value once
+//   for the group's query heads. On an H100 (Llama-3.2-1B, contexts under
+//   256 keys, one call) it took a b32 step from 1795 to 1625 us; grouped at
+//   b1 too, a step went from 1100 to 1205 us (8 blocks instead of 32, each
+//   with more dependent steps after its wait), hence the GEMV's choice
+//   (results/h100-2026-11-25-attention-short-rows-grouped-llama-3.2-1b.json).
+enum class AttentionShortRows : std::uint32_t { kPerQueryHead = 0, kGrouped = 1 };
+
+// Whether rows of one unit take the tensor-core path.
+[[nodiscard]] BATON_HOST_DEVICE inline bool attention_groups_short_rows(
+    const DecoderConfig& config, AttentionShortRows short_rows) {
+  return short_rows == AttentionShortRows::kGrouped && attention_split_mma(config);
 }
 
 // The tensor-core path's dynamic shared memory: a ring of K/V tiles (rows of

@@ -70,11 +70,12 @@ __global__ void __launch_bounds__(detail::decode::kRopeAppendThreads)
 template <class T, int V, int H, bool Rope, bool Split>
 __global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
     attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
-                     DecodeBatch batch, AttentionScratch scratch, T* out) {
+                     DecodeBatch batch, AttentionScratch scratch, AttentionShortRows short_rows,
+                     T* out) {
   __shared__ detail::decode::AttentionShared<T, V, H, Split> shared;
   extern __shared__ __align__(16) float scores[];  // attention_launch_shape's shared_bytes
-  attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, shared, scores,
-                                       out);
+  attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, short_rows,
+                                       shared, scores, out);
 }
 
 template <class T>
@@ -149,11 +150,12 @@ struct AttentionLaunch {
   KvCacheLayer cache;
   DecodeBatch batch;
   AttentionScratch scratch;
+  AttentionShortRows short_rows;
   T* out;
   cudaStream_t stream;
   template <int V, int H>
   cudaError_t operator()() const {
-    const AttentionLaunchShape shape = attention_launch_shape(config, batch.capacity);
+    const AttentionLaunchShape shape = attention_launch_shape(config, batch.capacity, short_rows);
     // (The single-pass kernel has no use for H: one instantiation.)
     const auto kernel = shape.split ? attention_kernel<T, V, H, Rope, true>
                                     : attention_kernel<T, V, 4, Rope, false>;
@@ -164,16 +166,19 @@ struct AttentionLaunch {
       if (opted_in != cudaSuccess) return opted_in;
     }
     return launch_step_kernel(kernel, shape.grid, dim3(kAttentionThreads), shape.shared_bytes,
-                              stream, config, inv_freq, qkv, cache, batch, scratch, out);
+                              stream, config, inv_freq, qkv, cache, batch, scratch, short_rows,
+                              out);
   }
 };
 
 template <bool Rope>
 cudaError_t launch_attention(const DecoderConfig& config, const float* inv_freq, void* qkv,
                              KvCacheLayer cache, DecodeBatch batch, AttentionScratch scratch,
-                             void* out, cudaStream_t stream) {
+                             void* out, cudaStream_t stream, AttentionShortRows short_rows) {
   if (!shape_ok(config, batch) || batch.slots == nullptr || batch.positions == nullptr ||
-      (Rope && inv_freq == nullptr) || !attention_scratch_ok(config, batch.capacity, scratch)) {
+      (Rope && inv_freq == nullptr) || !attention_scratch_ok(config, batch.capacity, scratch) ||
+      (short_rows != AttentionShortRows::kPerQueryHead &&
+       short_rows != AttentionShortRows::kGrouped)) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
@@ -181,7 +186,7 @@ cudaError_t launch_attention(const DecoderConfig& config, const float* inv_freq,
     using T = decltype(tag);
     return dispatch_attention(
         config, AttentionLaunch<T, Rope>{config, inv_freq, static_cast<T*>(qkv), cache, batch,
-                                         scratch, static_cast<T*>(out), stream});
+                                         scratch, short_rows, static_cast<T*>(out), stream});
   });
 }
 
@@ -309,16 +314,17 @@ cudaError_t EnqueueRopeAppendKv(const DecoderConfig& config, const float* inv_fr
 
 cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv, KvCacheLayer cache,
                                    DecodeBatch batch, AttentionScratch scratch, void* out,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, AttentionShortRows short_rows) {
   // Read only without RoPE.
   return launch_attention<false>(config, nullptr, const_cast<void*>(qkv), cache, batch, scratch,
-                                 out, stream);
+                                 out, stream, short_rows);
 }
 
 cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq, void* qkv,
                                  KvCacheLayer cache, DecodeBatch batch, AttentionScratch scratch,
-                                 void* out, cudaStream_t stream) {
-  return launch_attention<true>(config, inv_freq, qkv, cache, batch, scratch, out, stream);
+                                 void* out, cudaStream_t stream, AttentionShortRows short_rows) {
+  return launch_attention<true>(config, inv_freq, qkv, cache, batch, scratch, out, stream,
+                                short_rows);
 }
 
 cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up, DecodeBatch batch,

@@ -139,18 +139,21 @@ struct KvCacheLayer {
 // cache entries [0, pos] of key/value head head / group_size() (its context,
 // this token included), for the q in qkv[r]: every row of the step already
 // appended (EnqueueRopeAppendKv). A context of at most kAttentionUnitKeys
-// keys takes one block per (row, query head); a longer one is split along
+// keys takes one block per (row, query head), or with
+// AttentionShortRows::kGrouped (for the models the tensor-core path takes)
+// one per (row, key/value head) on tensor cores; a longer one is split along
 // the context (kernels/attention_split.h): the group's blocks read each key
 // and value once for all its query heads, each serving contiguous units
 // whose softmax partials go through `scratch` and are combined in unit
-// order. A row's path and bits depend on its q and context alone (not on
-// the batch, the bucket or the grid). Contexts are limited by max_context
-// alone. `scratch` must cover capacity rows when max_context exceeds one
-// unit (attention_scratch_ok), else cudaErrorInvalidValue before any launch.
-[[nodiscard]] cudaError_t EnqueueDecodeAttention(const DecoderConfig& config, const void* qkv,
-                                                 KvCacheLayer cache, DecodeBatch batch,
-                                                 AttentionScratch scratch, void* out,
-                                                 cudaStream_t stream);
+// order. A row's path and bits depend on its q, its context and
+// `short_rows` alone (not on the batch, the bucket or the grid). Contexts
+// are limited by max_context alone. `scratch` must cover capacity rows when
+// max_context exceeds one unit (attention_scratch_ok), and `short_rows` be
+// one of its values, else cudaErrorInvalidValue before any launch.
+[[nodiscard]] cudaError_t EnqueueDecodeAttention(
+    const DecoderConfig& config, const void* qkv, KvCacheLayer cache, DecodeBatch batch,
+    AttentionScratch scratch, void* out, cudaStream_t stream,
+    AttentionShortRows short_rows = AttentionShortRows::kPerQueryHead);
 
 // EnqueueRopeAppendKv then EnqueueDecodeAttention as one kernel, with the
 // same results and contract (q rotated in place, k and v appended once).
@@ -159,10 +162,10 @@ struct KvCacheLayer {
 // chunk before it (batch.fresh) come from those rows of qkv, rotated here
 // as the cache would hold them (the same bits), since their own blocks are
 // appending them meanwhile.
-[[nodiscard]] cudaError_t EnqueueRopeAttention(const DecoderConfig& config, const float* inv_freq,
-                                               void* qkv, KvCacheLayer cache, DecodeBatch batch,
-                                               AttentionScratch scratch, void* out,
-                                               cudaStream_t stream);
+[[nodiscard]] cudaError_t EnqueueRopeAttention(
+    const DecoderConfig& config, const float* inv_freq, void* qkv, KvCacheLayer cache,
+    DecodeBatch batch, AttentionScratch scratch, void* out, cudaStream_t stream,
+    AttentionShortRows short_rows = AttentionShortRows::kPerQueryHead);
 
 // out[p][i] = silu(gate_up[p][i]) * gate_up[p][ffn + i]; silu(g) = g / (1 + e^-g).
 [[nodiscard]] cudaError_t EnqueueSiluMul(const DecoderConfig& config, const void* gate_up,

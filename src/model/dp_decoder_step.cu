@@ -76,11 +76,12 @@ __global__ void __launch_bounds__(kRowThreads)
 template <class T, int V, int H, bool Rope, bool Split>
 __global__ void __launch_bounds__(kAttentionThreads, kAttentionMinBlocks)
     dp_attention_kernel(DecoderConfig config, const float* inv_freq, T* qkv, KvCacheLayer cache,
-                        DecodeBatch batch, AttentionScratch scratch, T* out) {
+                        DecodeBatch batch, AttentionScratch scratch, AttentionShortRows short_rows,
+                        T* out) {
   __shared__ decode::AttentionShared<T, V, H, Split> shared;
   extern __shared__ __align__(16) float scores[];  // attention_launch_shape's shared_bytes
-  attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, shared, scores,
-                                       out);
+  attention_body<T, V, H, Rope, Split>(config, inv_freq, qkv, cache, batch, scratch, short_rows,
+                                       shared, scores, out);
 }
 
 // Launches the attention's instantiation for (V, H) from the device, into
@@ -93,19 +94,20 @@ struct DpAttentionLaunch {
   KvCacheLayer cache;
   DecodeBatch batch;
   AttentionScratch scratch;
+  AttentionShortRows short_rows;
   T* out;
   template <int V, int H>
   __device__ cudaError_t operator()() const {
     const decode::AttentionLaunchShape shape =
-        decode::attention_launch_shape(config, batch.capacity);
+        decode::attention_launch_shape(config, batch.capacity, short_rows);
     if (shape.split) {
       dp_attention_kernel<T, V, H, Rope, true>
           <<<shape.grid, kAttentionThreads, shape.shared_bytes, cudaStreamTailLaunch>>>(
-              config, inv_freq, qkv, cache, batch, scratch, out);
+              config, inv_freq, qkv, cache, batch, scratch, short_rows, out);
     } else {  // (the single-pass kernel has no use for H: one instantiation)
       dp_attention_kernel<T, V, 4, Rope, false>
           <<<shape.grid, kAttentionThreads, shape.shared_bytes, cudaStreamTailLaunch>>>(
-              config, inv_freq, qkv, cache, batch, scratch, out);
+              config, inv_freq, qkv, cache, batch, scratch, short_rows, out);
     }
     return cudaSuccess;  // the launcher reads the launch's error
   }
@@ -302,11 +304,11 @@ class DecoderStepLauncher {
     T* out = static_cast<T*>(s_.buffers.attention);
     const AttentionScratch& scratch = s_.buffers.attention_scratch;
     if (op.kind == StepOpKind::kRopeAttention) {
-      decode::dispatch_attention(
-          c, DpAttentionLaunch<T, true>{c, s_.rope_inv_freq, qkv, op.cache, db, scratch, out});
+      decode::dispatch_attention(c, DpAttentionLaunch<T, true>{c, s_.rope_inv_freq, qkv, op.cache,
+                                                               db, scratch, op.short_rows, out});
     } else {
-      decode::dispatch_attention(
-          c, DpAttentionLaunch<T, false>{c, s_.rope_inv_freq, qkv, op.cache, db, scratch, out});
+      decode::dispatch_attention(c, DpAttentionLaunch<T, false>{c, s_.rope_inv_freq, qkv, op.cache,
+                                                                db, scratch, op.short_rows, out});
     }
     launched();
   }

@@ -56,7 +56,7 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
       case StepOpKind::kRopeAttention:
         BATON_CUDA_RETURN_IF_ERROR(EnqueueRopeAttention(c, launch.rope_inv_freq, b.qkv, op.cache,
                                                         batch, b.attention_scratch, b.attention,
-                                                        stream));
+                                                        stream, op.short_rows));
         break;
       case StepOpKind::kRopeAppend:
         BATON_CUDA_RETURN_IF_ERROR(
@@ -68,9 +68,8 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
             b.attention, stream));
         break;
       case StepOpKind::kRowAttention:
-        BATON_CUDA_RETURN_IF_ERROR(
-            EnqueueDecodeAttention(c, b.qkv, op.cache, batch, b.attention_scratch,
-                                   b.attention, stream));
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueDecodeAttention(
+            c, b.qkv, op.cache, batch, b.attention_scratch, b.attention, stream, op.short_rows));
         break;
       case StepOpKind::kSiluMul:
         BATON_CUDA_RETURN_IF_ERROR(EnqueueSiluMul(c, op.io.x, batch, op.io.y, stream));

@@ -90,20 +90,24 @@ class PlanBuilder {
     Add(op);
   }
   // RoPE, the KV append and attention of one layer.
-  void Attend(AttentionPlan attention, const KvCacheLayer& cache) {
+  // `short_rows`: how the decode attention attends rows of one unit
+  // (kernels/attention_split.h).
+  void Attend(AttentionPlan attention, const KvCacheLayer& cache, AttentionShortRows short_rows) {
     if (attention == AttentionPlan::kFusedRows) {
-      Simple(StepOpKind::kRopeAttention, cache);
+      Simple(StepOpKind::kRopeAttention, cache, short_rows);
       return;
     }
     Simple(StepOpKind::kRopeAppend, cache);
     Simple(attention == AttentionPlan::kAppendThenChunks ? StepOpKind::kChunkAttention
                                                          : StepOpKind::kRowAttention,
-           cache);
+           cache, short_rows);
   }
-  void Simple(StepOpKind kind, const KvCacheLayer& cache = {}) {
+  void Simple(StepOpKind kind, const KvCacheLayer& cache = {},
+              AttentionShortRows short_rows = AttentionShortRows::kPerQueryHead) {
     StepOp op;
     op.kind = kind;
     op.cache = cache;
+    op.short_rows = short_rows;
     Add(op);
   }
   // SiLU(gate) * up of `gate_up`'s rows into `out`, a row kernel.
@@ -154,7 +158,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         norm = op.weight;
         break;
       case Logical::kAttend:
-        plan.Attend(attention, caches[op.layer]);
+        plan.Attend(attention, caches[op.layer], AttentionShortRows::kPerQueryHead);
         input = b.attention;
         break;
       case Logical::kGate:
@@ -239,7 +243,11 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
         input = b.normed;
         break;
       case Logical::kAttend:
-        plan.Attend(attention, caches[op.layer]);
+        // Bits that already depend on the bucket (cuBLASLt) read each
+        // key once per group; Baton's GEMM keeps the GEMV's attention.
+        plan.Attend(attention, caches[op.layer],
+                    projection == StepOpKind::kLinear ? AttentionShortRows::kGrouped
+                                                      : AttentionShortRows::kPerQueryHead);
         input = b.attention;
         break;
       case Logical::kGate:

@@ -64,8 +64,9 @@ struct StepOp {
   int out_features = 0;
   int in_features = 0;
   decode::GemvIo io;  // kGemv's reads and writes; kLinear: x, y and bias
-  // kRopeAttention
+  // kRopeAttention, kRowAttention (and the cache of kRopeAppend, kChunkAttention)
   KvCacheLayer cache;
+  AttentionShortRows short_rows = AttentionShortRows::kPerQueryHead;
   // How the kernel meets the one before it (kernels/decode_kernels.h,
   // DecodeBatch): its settled data is final when it starts; it lets the next
   // kernel launch before its own wait.
