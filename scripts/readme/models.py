@@ -129,12 +129,18 @@ NCU_KERNELS = [
     ("the LM head", "GEMV bf16 (plain in, store)", "8016"),
     ("the FFN down GEMV (SiLU·up recomputed per row block)", "GEMV bf16 (SiLU(gate)*up in, residual add)", "256"),
     ("the QKV GEMV", "GEMV bf16 (RMSNorm in, store)", "192"),
-    ("the attention-output GEMV", "GEMV bf16 (plain in, residual add)", "256"),
+    # (SiLU·up its own kernel since 2026-11-23: the FFN down GEMV then reads it plain, on the same grid)
+    ("the residual-add GEMVs (attention output, and FFN down where SiLU·up is its own kernel)",
+     "GEMV bf16 (plain in, residual add)", "256"),
 ]
 
 
 def _gpu(d):
     return d.get("gpu") or d["device"]["name"]
+
+
+def _short_gpu(name):
+    return next((g for g in ("H100", "H200") if g in name), name)
 
 
 def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
@@ -163,13 +169,15 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
         (f"batch {x}: µs/step · tokens/s · overhead µs", lambda row, x=x: cell(row[0], row[2], x)) for x in batches]
     rows = [(_gpu(d), label, drivers) for _, d in files for label, drivers in PEER_ROWS
             if any(pick(_gpu(d), drivers, x) for x in batches)]
-    gemm = {}
-    for _, d in files:
+    def gemms_of(d):
+        gemm = {}
         for x in batches:
             for g in sorted({r["gemm"] for r in d["rows"] if r["batch"] == x and r.get("gemm")}):
-                if x not in gemm.setdefault(g, []):
-                    gemm[g].append(x)
-    gemms = series(f"`{g}` at batch {series([str(x) for x in xs])}" for g, xs in gemm.items())
+                gemm.setdefault(g, []).append(x)
+        return series(f"`{g}` at batch {series([str(x) for x in xs])}" for g, xs in gemm.items())
+    per_gpu = [(_gpu(d), gemms_of(d)) for _, d in files]
+    gemms = (per_gpu[0][1] if len({g for _, g in per_gpu}) == 1 else
+             "; ".join(f"{g} on the {_short_gpu(gpu)}" for gpu, g in per_gpu))
     torch = series(list(dict.fromkeys(d["peers"]["torch"] for _, d in files)))
     where = series(f"one {d['device']['name']} ({link(path)})" for path, d in files)
     out = [f"{DISPLAY.get(d0['model'], d0['model'])}'s shape, random {s['dtype']} weights, greedy, "
@@ -207,9 +215,11 @@ def _peer_notes(b, d, pick, batches):
         notes.append(", but ".join(parts) + ".")
     variants = sorted({r["driver"] for r in d["rows"] if PEER_BASE(r["driver"])})
     if len(variants) > 1:
+        fastest = [(x, pick(gpu, PEER_BASE, x)["driver"]) for x in batches if pick(gpu, PEER_BASE, x)]
+        which = (f"`{fastest[0][1]}` at every batch" if len({v for _, v in fastest}) == 1 else
+                 "at each batch: " + series(f"batch {x} `{v}`" for x, v in fastest))
         notes.append("The compiled PyTorch row is the fastest of " + series(f"`{v}`" for v in variants) +
-                     " at each batch: " + series(f"batch {x} `{pick(gpu, PEER_BASE, x)['driver']}`"
-                                                  for x in batches if pick(gpu, PEER_BASE, x)) + ".")
+                     f" ({which}).")
     below = [r for r in d["rows"] if (r.get("overhead_us") or 0) < 0]
     if below:
         notes.append(series(f"{r['driver']} at batch {r['batch']} (`--gemm` `{r['gemm']}`)" for r in below) +
@@ -243,6 +253,7 @@ def _ncu_sentence(b, peers_path, path):
         k = next((k for k in ks if k["kernel"] == name and str(k["grid"]) == grid), None)
         if k:
             found.append(f"{role} {b.derive(100 * k['fraction_of_read_bandwidth']):.0f}%")
+    gpu = _short_gpu(_gpu(b.json(peers_path)))
     return (f"Under ncu (each kernel alone, {link(path)}; the `b1_kernels_ncu` of {link(peers_path)}, an "
-            "earlier H200 peers run) the kernels reach this fraction of the read bandwidth: "
+            f"{gpu} peers run) the kernels reach this fraction of the read bandwidth: "
             f"{series(found)}; the GEMVs under one wave are latency-bound, and attention takes the rest:")
