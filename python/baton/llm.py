@@ -156,7 +156,7 @@ class LLM:
             memory allow.
         max_tokens_per_step: rows one step holds (decoding tokens plus prompt chunks).
         max_tokens_without_decodes: rows a step holds when no sequence decodes (prompts read alone, in fewer and
-            larger steps; at most max_tokens_per_step: that budget).
+            larger steps); 0, or any value up to max_tokens_per_step, keeps max_tokens_per_step for them.
         max_chunk_tokens: most prompt tokens one sequence reads per step (0: the budget).
         max_requests: requests in flight at once (queued or running); more are refused until some finish.
         dtype: "auto" (the checkpoint's), "bfloat16" or "float16".

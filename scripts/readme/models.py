@@ -139,10 +139,6 @@ def _gpu(d):
     return d.get("gpu") or d["device"]["name"]
 
 
-def _short_gpu(name):
-    return next((g for g in ("H100", "H200") if g in name), name)
-
-
 def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
     """One table for the peers files of every GPU (one file per GPU), then each GPU's notes."""
     b.exempt += EXEMPT_NAMES
@@ -177,7 +173,7 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
         return series(f"`{g}` at batch {series([str(x) for x in xs])}" for g, xs in gemm.items())
     per_gpu = [(_gpu(d), gemms_of(d)) for _, d in files]
     gemms = (per_gpu[0][1] if len({g for _, g in per_gpu}) == 1 else
-             "; ".join(f"{g} on the {_short_gpu(gpu)}" for gpu, g in per_gpu))
+             "; ".join(f"{g} on the {gpu}" for gpu, g in per_gpu))
     torch = series(list(dict.fromkeys(d["peers"]["torch"] for _, d in files)))
     where = series(f"one {d['device']['name']} ({link(path)})" for path, d in files)
     out = [f"{DISPLAY.get(d0['model'], d0['model'])}'s shape, random {s['dtype']} weights, greedy, "
@@ -253,7 +249,7 @@ def _ncu_sentence(b, peers_path, path):
         k = next((k for k in ks if k["kernel"] == name and str(k["grid"]) == grid), None)
         if k:
             found.append(f"{role} {b.derive(100 * k['fraction_of_read_bandwidth']):.0f}%")
-    gpu = _short_gpu(_gpu(b.json(peers_path)))
+    gpu = _gpu(b.json(peers_path))
     return (f"Under ncu (each kernel alone, {link(path)}; the `b1_kernels_ncu` of {link(peers_path)}, an "
             f"{gpu} peers run) the kernels reach this fraction of the read bandwidth: "
             f"{series(found)}; the GEMVs under one wave are latency-bound, and attention takes the rest:")
