@@ -106,6 +106,29 @@ cudaError_t GatedGemvResidualAdd(const Launch& l) {
   return EnqueueGatedGemvResidualAdd(l.config, l["w"], l.config.ffn, l["gate_up"], l.batch,
                                      l.f32("hidden"), l.stream);
 }
+// gate_up = W · normed (or W · RMSNorm(hidden)), W [2 * ffn, d_model]; the
+// fused forms store silu(gate) * up into act.
+cudaError_t GemvToGateUp(const Launch& l) {
+  return EnqueueGemv(l.dtype, l["w"], 2 * l.config.ffn, l.config.d_model, l["normed"], l.batch,
+                     l["gate_up"], l.stream);
+}
+cudaError_t GemvSiluMul(const Launch& l) {
+  return EnqueueGemvFused(l.dtype, detail::decode::GemvInput::kPlain,
+                          detail::decode::GemvOutput::kSiluMul, l["w"], 2 * l.config.ffn,
+                          l.config.d_model, detail::decode::GemvIo::plain(l["normed"], l["act"]),
+                          l.batch, l.stream);
+}
+cudaError_t RmsNormGemvToGateUp(const Launch& l) {
+  return EnqueueRmsNormGemv(l.config, l["w"], 2 * l.config.ffn, l.f32("hidden"), l["norm"], l.batch,
+                            l["gate_up"], l.stream);
+}
+cudaError_t RmsNormGemvSiluMul(const Launch& l) {
+  return EnqueueGemvFused(
+      l.dtype, detail::decode::GemvInput::kRmsNorm, detail::decode::GemvOutput::kSiluMul, l["w"],
+      2 * l.config.ffn, l.config.d_model,
+      detail::decode::GemvIo::rms_norm(l.config, l.f32("hidden"), l["norm"], l["act"]), l.batch,
+      l.stream);
+}
 cudaError_t RopeAppendKv(const Launch& l) {
   return EnqueueRopeAppendKv(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l.stream);
 }
@@ -210,6 +233,37 @@ void CheckGatedGemv(const FusedResult& r) {
   ExpectClose(r.key, r.dtype, LiveValues(r, "y"), GemvRows(r, act, ffn), r.shape.out_features);
 }
 
+// silu(g) * u with g and u the rows of W · x[p] rounded to the storage type
+// (W [2 * ffn, d_model]: gate rows, then up rows).
+std::vector<double> SiluOfGateUp(const FusedResult& r, const std::vector<double>& x) {
+  const int d = r.config.d_model, ffn = r.config.ffn;
+  const auto w = r.initial.at("w").Floats(r.dtype);
+  std::vector<double> act;
+  for (std::uint32_t p = 0; p < r.shape.active; ++p) {
+    const std::vector<float> row(x.begin() + std::size_t{p} * d,
+                                 x.begin() + std::size_t{p + 1} * d);
+    const std::vector<double> gate_up = reference::Gemv(w.data(), row.data(), 2 * ffn, d);
+    for (int i = 0; i < ffn; ++i) {
+      act.push_back(reference::SiluMul(kernel_test::RoundToStorage(gate_up[i], r.dtype),
+                                       kernel_test::RoundToStorage(gate_up[ffn + i], r.dtype)));
+    }
+  }
+  return act;
+}
+
+void CheckGemvSiluMul(const FusedResult& r) {
+  const HostBuffer& normed = r.initial.at("normed");  // an input: drawn once
+  std::vector<double> x(r.shape.active * normed.cols);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normed.Value(i, r.dtype);
+  ExpectClose(r.key, r.dtype, LiveValues(r, "act"), SiluOfGateUp(r, x), r.config.ffn);
+}
+
+void CheckRmsNormGemvSiluMul(const FusedResult& r) {
+  const auto hidden = r.initial.at("hidden").As<float>();
+  ExpectClose(r.key, r.dtype, LiveValues(r, "act"), SiluOfGateUp(r, NormRows(r, hidden, true)),
+              r.config.ffn);
+}
+
 // W · n, n the norm of hidden rounded to the storage type.
 void CheckRmsNormGemv(const FusedResult& r) {
   const auto hidden = r.initial.at("hidden").As<float>();
@@ -272,6 +326,32 @@ const std::vector<FusedCase>& FusedCases() {
        true,
        {Batch(11, 10).Ffn(2824).Out(777), Batch(1, 1).Ffn(1368).Out(264),
         Batch(17, 17).Ffn(512).Out(1001), Batch(32, 30).Ffn(1368).Out(520)}},
+      // The gate | up GEMV with SiLU * up as its output (GemvOutput::kSiluMul):
+      // "bit-identical to the stored GEMV (or RMSNorm GEMV) followed by
+      // EnqueueSiluMul". ffn 1368: 171 row blocks of 8 gate and 8 up rows;
+      // d_model 4104: K split across a cluster of 3.
+      {"GemvSiluMul",
+       "gemv_silu_mul",
+       {Weight("w", Dim::kTwoFfn, Dim::kDModel, kFanIn),
+        Activation("normed", Elem::kStorage, Dim::kDModel, 1.0), Scratch("gate_up", Dim::kTwoFfn),
+        Output("act", Elem::kStorage, Dim::kFfn, Match::kBits)},
+       launch::GemvSiluMul,
+       {launch::GemvToGateUp, launch::SiluMul},
+       CheckGemvSiluMul,
+       true,
+       {Batch(11, 10).DModel(264).Ffn(1368), Batch(1, 1).DModel(520).Ffn(2824),
+        Batch(17, 17).DModel(4104).Ffn(512), Batch(32, 30).DModel(264).Ffn(1032)}},
+      {"RmsNormGemvSiluMul",
+       "rms_norm_gemv_silu_mul",
+       {Activation("hidden", Elem::kFloat32, Dim::kDModel, 3.0),
+        Weight("norm", Dim::kOne, Dim::kDModel), Weight("w", Dim::kTwoFfn, Dim::kDModel, kFanIn),
+        Scratch("gate_up", Dim::kTwoFfn), Output("act", Elem::kStorage, Dim::kFfn, Match::kBits)},
+       launch::RmsNormGemvSiluMul,
+       {launch::RmsNormGemvToGateUp, launch::SiluMul},
+       CheckRmsNormGemvSiluMul,
+       true,
+       {Batch(3, 2).DModel(264).Ffn(1368), Batch(17, 16).DModel(4104).Ffn(512),
+        Batch(32, 31).DModel(1032).Ffn(520)}},
       // EnqueueRmsNorm into EnqueueGemv's input: "n may differ from its
       // output in the last bit of the dtype (not bit-identical)".
       {"RmsNormGemv",

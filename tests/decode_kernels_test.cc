@@ -233,6 +233,32 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
             cudaErrorInvalidValue);  // no residual stream to add to
   EXPECT_EQ(EnqueueGatedGemvResidualAdd(config, w, 12, w, batch, hidden, nullptr),
             cudaErrorInvalidValue);  // in_features not a multiple of 8
+  // SiLU * up of a gate | up GEMV: an odd width has no halves, no FFN has a
+  // bias, and the inputs no step pairs with it are refused, as is an output
+  // that is not one of GemvOutput's.
+  using detail::decode::GemvInput;
+  using detail::decode::GemvIo;
+  using detail::decode::GemvOutput;
+  const auto fused = [&](GemvInput input, GemvOutput output, int out_features, GemvIo io) {
+    return EnqueueGemvFused(DecoderDType::kBFloat16, input, output, w, out_features, 8, io, batch,
+                            nullptr);
+  };
+  EXPECT_EQ(fused(GemvInput::kPlain, GemvOutput::kSiluMul, 15, GemvIo::plain(w, w)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(fused(GemvInput::kPlain, GemvOutput::kSiluMul, 16, GemvIo::plain(w, w, w)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(fused(GemvInput::kPlain, GemvOutput::kSiluMul, 16, GemvIo::plain(w, nullptr)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(fused(GemvInput::kGated, GemvOutput::kSiluMul, 16, GemvIo::plain(w, w)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(fused(GemvInput::kEmbeddingRmsNorm, GemvOutput::kSiluMul, 16,
+                  GemvIo::embedding_rms_norm(config, w, nullptr, hidden, w, w)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(fused(GemvInput::kRmsNorm, GemvOutput::kResidualAdd, 16,
+                  GemvIo::rms_norm(config, hidden, w, w)),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(fused(GemvInput::kPlain, static_cast<GemvOutput>(3), 16, GemvIo::plain(w, w)),
+            cudaErrorInvalidValue);
   DecodeBatch no_slots = batch;
   EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, nullptr, {}, no_slots, nullptr),
             cudaErrorInvalidValue);

@@ -66,10 +66,10 @@ std::map<std::uint32_t, Outcome> RunOn(DecoderModel& model, Engine engine,
 
 class DecoderModelTest : public testing::GpuTest {};
 
-// The tiny config, and one whose QKV and logits GEMVs are too wide for the
-// fused RMSNorm (GemvFusesRmsNorm: the embedding and norms run as row kernels
-// there) and whose FFN is too wide for SiLU * up inside the down GEMV
-// (GemvFusesSiluMul: a row kernel writes it).
+// The tiny config, and one whose QKV, gate | up and logits GEMVs are too wide
+// for the fused RMSNorm (GemvFusesRmsNorm: the embedding and norms run as row
+// kernels there) and whose FFN is wide (the gate | up GEMV's 8320 row blocks
+// make SiLU * up as their output, from a plain input).
 TEST_F(DecoderModelTest, LogitsMatchTheReference) {
   DecoderConfig wide = TinyConfig();
   wide.heads = 48;    // QKV 4608 wide: 288 row blocks
@@ -78,8 +78,8 @@ TEST_F(DecoderModelTest, LogitsMatchTheReference) {
   ASSERT_FALSE(GemvFusesRmsNorm(wide.qkv_width(), wide.d_model));
   ASSERT_FALSE(GemvFusesRmsNorm(wide.vocab, wide.d_model));
   ASSERT_TRUE(GemvFusesRmsNorm(TinyConfig().qkv_width(), TinyConfig().d_model));
-  ASSERT_FALSE(GemvFusesSiluMul(wide.d_model, wide.ffn));
-  ASSERT_TRUE(GemvFusesSiluMul(TinyConfig().d_model, TinyConfig().ffn));
+  ASSERT_FALSE(GemvFusesRmsNorm(wide.gate_up_width(), wide.d_model));
+  ASSERT_TRUE(GemvFusesRmsNorm(TinyConfig().gate_up_width(), TinyConfig().d_model));
   for (DecoderDType dtype : {DecoderDType::kFloat16, DecoderDType::kBFloat16}) {
     for (DecoderGemm gemm : {DecoderGemm::kCublasLt, DecoderGemm::kBatonGemv, DecoderGemm::kAuto}) {
       for (bool is_wide : {false, true}) {

@@ -11,6 +11,7 @@
 // select_body.cuh): the dynamic-parallelism engine compiles the same bodies
 // into its own device link (src/model/dp_decoder_step.cu).
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "baton/step_kernel.cuh"
@@ -218,9 +219,12 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
   if (detail::decode::normed_input(Input)) {
     input_ok = input_ok && io.norm_weight != nullptr && aligned(io.norm_weight);
   }
+  // kSiluMul: an even gate | up width, no bias (no FFN has one).
   const bool output_ok =
-      (Output == GemvOutput::kStore ? io.y != nullptr : io.residual != nullptr) &&
-      reinterpret_cast<std::uintptr_t>(io.bias) % 2 == 0;
+      Output == GemvOutput::kSiluMul
+          ? io.y != nullptr && io.bias == nullptr && out_features % 2 == 0
+          : (Output == GemvOutput::kStore ? io.y != nullptr : io.residual != nullptr) &&
+                reinterpret_cast<std::uintptr_t>(io.bias) % 2 == 0;
   if (out_features < 1 || in_features < 1 || in_features % kVector != 0 || !aligned(w) ||
       !input_ok || !output_ok || batch.active == nullptr) {
     return cudaErrorInvalidValue;
@@ -367,26 +371,35 @@ cudaError_t EnqueueGemvFused(DecoderDType dtype, detail::decode::GemvInput input
                              detail::decode::GemvOutput output, const void* w, int out_features,
                              int in_features, const detail::decode::GemvIo& io, DecodeBatch batch,
                              cudaStream_t stream) {
+  // The instantiation of <In, Out>; the pairs no step runs are refused.
+  const auto with = [&](auto in, auto out) {
+    return launch_gemv<decltype(in)::value, decltype(out)::value>(dtype, w, out_features,
+                                                                  in_features, io, batch, stream);
+  };
+  using Plain = std::integral_constant<GemvInput, GemvInput::kPlain>;
+  using Gated = std::integral_constant<GemvInput, GemvInput::kGated>;
+  using Normed = std::integral_constant<GemvInput, GemvInput::kRmsNorm>;
+  using Embedded = std::integral_constant<GemvInput, GemvInput::kEmbeddingRmsNorm>;
+  using Store = std::integral_constant<GemvOutput, GemvOutput::kStore>;
+  using Add = std::integral_constant<GemvOutput, GemvOutput::kResidualAdd>;
+  using Silu = std::integral_constant<GemvOutput, GemvOutput::kSiluMul>;
   const bool store = output == GemvOutput::kStore;
+  const bool add = output == GemvOutput::kResidualAdd;
+  const bool silu = output == GemvOutput::kSiluMul;
   switch (input) {
     case GemvInput::kPlain:
-      return store ? launch_gemv<GemvInput::kPlain, GemvOutput::kStore>(
-                         dtype, w, out_features, in_features, io, batch, stream)
-                   : launch_gemv<GemvInput::kPlain, GemvOutput::kResidualAdd>(
-                         dtype, w, out_features, in_features, io, batch, stream);
+      return store  ? with(Plain{}, Store{})
+             : add  ? with(Plain{}, Add{})
+             : silu ? with(Plain{}, Silu{})
+                    : cudaErrorInvalidValue;
     case GemvInput::kGated:
-      return store ? launch_gemv<GemvInput::kGated, GemvOutput::kStore>(
-                         dtype, w, out_features, in_features, io, batch, stream)
-                   : launch_gemv<GemvInput::kGated, GemvOutput::kResidualAdd>(
-                         dtype, w, out_features, in_features, io, batch, stream);
-    case GemvInput::kRmsNorm:
-      if (!store) return cudaErrorInvalidValue;  // no step adds a normed projection
-      return launch_gemv<GemvInput::kRmsNorm, GemvOutput::kStore>(dtype, w, out_features,
-                                                                  in_features, io, batch, stream);
+      return store ? with(Gated{}, Store{}) : add ? with(Gated{}, Add{}) : cudaErrorInvalidValue;
+    case GemvInput::kRmsNorm:  // no step adds a normed projection
+      return store  ? with(Normed{}, Store{})
+             : silu ? with(Normed{}, Silu{})
+                    : cudaErrorInvalidValue;
     case GemvInput::kEmbeddingRmsNorm:
-      if (!store) return cudaErrorInvalidValue;
-      return launch_gemv<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(
-          dtype, w, out_features, in_features, io, batch, stream);
+      return store ? with(Embedded{}, Store{}) : cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
 }
@@ -420,10 +433,6 @@ cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features
 
 bool GemvFusesRmsNorm(int out_features, int in_features) {
   return detail::decode::gemv_fuses_norm(out_features, in_features);
-}
-
-bool GemvFusesSiluMul(int out_features, int in_features) {
-  return detail::decode::gemv_fuses_silu(out_features, in_features);
 }
 
 cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w, int out_features,

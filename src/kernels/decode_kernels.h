@@ -253,8 +253,14 @@ static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte dev
 // The GEMV with any of its fusions (kernels/gemv_io.h: what each input and
 // output reads and writes, and the optional bias), as the decoder's step
 // plan launches it. Batch invariant like EnqueueGemv. kRmsNorm and
-// kEmbeddingRmsNorm inputs store their output (cudaErrorInvalidValue
-// otherwise).
+// kEmbeddingRmsNorm inputs store their output, kRmsNorm may also take
+// kSiluMul; kGated takes kStore and kResidualAdd (cudaErrorInvalidValue
+// otherwise). kSiluMul: w is a gate | up weight [out_features, in_features]
+// (out_features even, no bias) and y [capacity, out_features / 2] gets
+// silu(gate) * up of the two rounded halves, rounded: bit-identical to the
+// stored GEMV (or RMSNorm GEMV) followed by EnqueueSiluMul, without the
+// gate | up row or the row kernel. The decoder's GEMV path makes every
+// FFN activation this way (one kernel fewer per layer).
 [[nodiscard]] cudaError_t EnqueueGemvFused(DecoderDType dtype, detail::decode::GemvInput input,
                                            detail::decode::GemvOutput output, const void* w,
                                            int out_features, int in_features,
@@ -264,7 +270,9 @@ static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte dev
 // EnqueueSiluMul fused into EnqueueGemv's input: y[p] = W · m[p] with m[p][i]
 // = silu(gate_up[p][i]) * gate_up[p][in_features + i] rounded to the dtype,
 // so y is bit-identical to EnqueueSiluMul followed by EnqueueGemv. gate_up is
-// [capacity, 2 * in_features].
+// [capacity, 2 * in_features]. Every row block recomputes m over the whole K
+// (issue-bound for a wide FFN), so the decoder makes m in the gate | up GEMV
+// instead (GemvOutput::kSiluMul).
 [[nodiscard]] cudaError_t EnqueueGatedGemv(DecoderDType dtype, const void* w, int out_features,
                                            int in_features, const void* gate_up, DecodeBatch batch,
                                            void* y, cudaStream_t stream);
@@ -289,13 +297,6 @@ static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte dev
 // fits in one wave (every projection of a d_model 256 model; not a 32k
 // vocabulary's logits). A function of the shape alone.
 [[nodiscard]] bool GemvFusesRmsNorm(int out_features, int in_features);
-
-// Whether the decoder model reads SiLU(gate) * up inside the down GEMV of
-// this shape (EnqueueGatedGemv) rather than from EnqueueSiluMul's output (the
-// same bits): fused while the row blocks' recomputation stays small (every
-// projection of the synthetic presets; not Llama-3.2-1B's 2048 x 8192). A
-// function of the shape alone.
-[[nodiscard]] bool GemvFusesSiluMul(int out_features, int in_features);
 
 [[nodiscard]] cudaError_t EnqueueRmsNormGemv(const DecoderConfig& config, const void* w,
                                              int out_features, const float* hidden,

@@ -19,7 +19,10 @@
 // residual stream (each block recomputes the norm's scale of its positions,
 // a warp per position, in a fixed order), and the output may be added to the
 // residual stream instead of stored (hidden += y rounded to the storage
-// type, exactly what the residual-add kernel does with a stored y).
+// type, exactly what the residual-add kernel does with a stored y) or, for a
+// gate | up weight, be SiLU(gate) * up: the block's mma rows 0-7 are gate
+// rows and rows 8-15 the matching up rows, so each activation is made once,
+// from the two rounded sums, by the block that has both.
 
 #pragma once
 
@@ -88,23 +91,6 @@ inline constexpr int kMmaSplitTargetBlocks = 192;
 [[nodiscard]] BATON_HOST_DEVICE constexpr bool gemv_fuses_norm(int out_features, int in_features) {
   return (out_features + kMmaRows - 1) / kMmaRows * gemv_split(out_features, in_features) <=
          kMmaTargetBlocks;
-}
-
-// Whether the decoder step reads SiLU(gate) * up inside the down GEMV
-// (GemvInput::kGated) rather than from a row kernel that writes it once
-// (EnqueueSiluMul: the same bits). Every row block of the GEMV recomputes it
-// for the whole K range of its positions, so the fused form costs row blocks x
-// in_features evaluations per position and turns the GEMV issue-bound above
-// kMaxFusedSilu: H200, Llama-3.2-1B at b1, the FFN down GEMV (128 row blocks x
-// 8192) streamed at 41% of the read bandwidth (ncu), where the GEMVs without
-// such input work stream at 74-96%; written once by the row kernel, the b1
-// step took 901 -> 864 us (results/h200-2026-11-23-silu-unfused.json). A
-// function of the shape alone (batch invariance).
-inline constexpr long long kMaxFusedSilu = 1 << 19;
-
-[[nodiscard]] BATON_HOST_DEVICE constexpr bool gemv_fuses_silu(int out_features, int in_features) {
-  return static_cast<long long>((out_features + kMmaRows - 1) / kMmaRows) * in_features <=
-         kMaxFusedSilu;
 }
 
 // d += A (16x16, row-major) * B (16x8, col-major), fp32 accumulation.
@@ -275,13 +261,20 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   // The cluster's blocks split the k-blocks of the same rows and positions.
   const int first = static_cast<int>(cluster.block_rank()) * kMmaWarps + warp;
   const int stride = static_cast<int>(cluster.num_blocks()) * kMmaWarps;
-  const int row0 = blockIdx.x * kMmaRows;
+  // kSiluMul: rows 0-7 of the mma are gate rows row0..row0 + 7, rows 8-15
+  // the up rows `half` further; otherwise 16 consecutive rows.
+  constexpr bool kSilu = Output == GemvOutput::kSiluMul;
+  constexpr int kOutRows = kSilu ? kMmaRows / 2 : kMmaRows;
+  const int half = out_features / 2;
+  const int row0 = blockIdx.x * kOutRows;
   const std::uint32_t p0 = blockIdx.y * kMmaPositions;
-  const bool a_ok = row0 + g < out_features;
-  const bool b_ok = row0 + g + 8 < out_features;
+  const int a_index = row0 + g;
+  const int b_index = kSilu ? half + row0 + g : row0 + g + 8;
+  const bool a_ok = kSilu ? row0 + g < half : a_index < out_features;
+  const bool b_ok = kSilu ? a_ok : b_index < out_features;
   const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
-  const T* a_row = w + static_cast<std::size_t>(a_ok ? row0 + g : 0) * in_features + 8 * c;
-  const T* b_row = w + static_cast<std::size_t>(b_ok ? row0 + g + 8 : 0) * in_features + 8 * c;
+  const T* a_row = w + static_cast<std::size_t>(a_ok ? a_index : 0) * in_features + 8 * c;
+  const T* b_row = w + static_cast<std::size_t>(b_ok ? b_index : 0) * in_features + 8 * c;
   const auto k_ok = [&](int kb) { return kb < k_blocks && kb * kMmaK + 8 * c < in_features; };
   // Weights are constant: the first ones are fetched before the previous
   // node ends.
@@ -304,9 +297,10 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   const int i = threadIdx.x;
   const int out_row = row0 + i / kMmaPositions;
   const std::uint32_t out_n = p0 + i % kMmaPositions;
-  const std::size_t out_at = static_cast<std::size_t>(out_n) * out_features + out_row;
+  const int out_width = kSilu ? half : out_features;
+  const std::size_t out_at = static_cast<std::size_t>(out_n) * out_width + out_row;
   const bool out_thread =
-      cluster.block_rank() == 0 && i < kMmaRows * kMmaPositions && out_row < out_features;
+      cluster.block_rank() == 0 && i < kOutRows * kMmaPositions && out_row < out_width;
   float residual = 0.0f;
   if constexpr (Output == GemvOutput::kResidualAdd) {
     if (batch.settled && out_thread && out_n < batch.capacity) residual = io.residual[out_at];
@@ -397,6 +391,27 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   if (i < kMmaRows * kMmaPositions) {
 #pragma unroll
     for (int v = 0; v < kMmaWarps; ++v) sum += partial[v][i];
+  }
+  if constexpr (kSilu) {
+    // Element i (row i / 8, position i % 8) of the gate half pairs with
+    // element i + 64 of the up half; block 0 meets them in shared memory.
+    const bool element = i < kMmaRows * kMmaPositions;
+    float total = 0.0f + sum;
+    if (gather.split()) {
+      gather.send(&incoming[0][element ? i : 0], kMmaRows * kMmaPositions, sum, element);
+      if (cluster.block_rank() != 0) return;
+      if (element) {
+        for (unsigned r = 1; r < cluster.num_blocks(); ++r) total += incoming[r][i];
+      }
+    }
+    __syncthreads();  // every warp has read `partial`
+    if (element) partial[0][i] = Storage<T>::load(Storage<T>::store(total));
+    __syncthreads();
+    if (out_thread && out_n < active) {
+      store(static_cast<T*>(io.y), out_at,
+            silu_mul(partial[0][i], partial[0][i + kOutRows * kMmaPositions]));
+    }
+    return;
   }
   if (!gather.split()) {
     // No split: the block's sum is the result (0 + sum, as the cluster sum

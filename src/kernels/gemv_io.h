@@ -14,9 +14,11 @@ namespace baton::detail::decode {
 // fp32 residual stream, or the RMSNorm of embedding rows (stored as the
 // residual stream on the way).
 enum class GemvInput { kPlain, kGated, kRmsNorm, kEmbeddingRmsNorm };
-// The output: stored (rounded to the dtype), or added to the fp32 residual
-// stream after rounding.
-enum class GemvOutput { kStore, kResidualAdd };
+// The output: stored (rounded to the dtype), added to the fp32 residual
+// stream after rounding, or, for a gate | up weight [2 * half, in], SiLU(gate)
+// * up of the two rounded halves stored as one [capacity, half] row (what
+// EnqueueSiluMul writes from the stored gate | up row).
+enum class GemvOutput { kStore, kResidualAdd, kSiluMul };
 
 // What a GEMV reads besides W and where it writes.
 struct GemvIo {
@@ -28,7 +30,7 @@ struct GemvIo {
   int vocab = 0;                         // kEmbeddingRmsNorm: tokens outside [0, vocab): zero rows
   const void* norm_weight = nullptr;     // k*RmsNorm: [in]
   float rms_epsilon = 0.0f;              // k*RmsNorm
-  void* y = nullptr;                     // kStore: [capacity, out]
+  void* y = nullptr;                     // kStore: [capacity, out]; kSiluMul [capacity, out / 2]
   float* residual = nullptr;             // kResidualAdd: [capacity, out] (fp32), += y
   const void* bias = nullptr;            // optional [out] (dtype): y = W · x + bias, rounded once
 

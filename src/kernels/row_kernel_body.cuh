@@ -130,9 +130,10 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
   }
 }
 
-// SiLU(gate) * up of each position's gate | up row, the FFN input where the
-// down GEMV does not compute it itself (GemvFusesSiluMul): a grid of
-// (ffn / kVector / kRowThreads, positions) blocks of kRowThreads.
+// SiLU(gate) * up of each position's gate | up row, the FFN input on the
+// cuBLASLt and GEMM paths (Baton's GEMV makes it in the gate | up GEMV:
+// GemvOutput::kSiluMul): a grid of (ffn / kVector / kRowThreads, positions)
+// blocks of kRowThreads.
 template <class T>
 __device__ __forceinline__ void silu_mul_body(const DecoderConfig& config, const T* gate_up,
                                               const DecodeBatch& batch, T* out) {

@@ -362,19 +362,22 @@ class DecoderStepLauncher {
       case GemvInput::kPlain:
         if (op.output == GemvOutput::kStore) {
           gemv_split_of<GemvInput::kPlain, GemvOutput::kStore>(op, db);
+        } else if (op.output == GemvOutput::kSiluMul) {
+          gemv_split_of<GemvInput::kPlain, GemvOutput::kSiluMul>(op, db);
         } else {
           gemv_split_of<GemvInput::kPlain, GemvOutput::kResidualAdd>(op, db);
         }
         break;
       case GemvInput::kGated:
-        if (op.output == GemvOutput::kStore) {
-          gemv_split_of<GemvInput::kGated, GemvOutput::kStore>(op, db);
-        } else {
-          gemv_split_of<GemvInput::kGated, GemvOutput::kResidualAdd>(op, db);
-        }
-        break;
+        // The plan makes SiLU * up in the gate | up GEMV's output instead.
+        launch_.error = cudaErrorNotSupported;
+        return;
       case GemvInput::kRmsNorm:
-        gemv_split_of<GemvInput::kRmsNorm, GemvOutput::kStore>(op, db);
+        if (op.output == GemvOutput::kSiluMul) {
+          gemv_split_of<GemvInput::kRmsNorm, GemvOutput::kSiluMul>(op, db);
+        } else {
+          gemv_split_of<GemvInput::kRmsNorm, GemvOutput::kStore>(op, db);
+        }
         break;
       case GemvInput::kEmbeddingRmsNorm:
         gemv_split_of<GemvInput::kEmbeddingRmsNorm, GemvOutput::kStore>(op, db);

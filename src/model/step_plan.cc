@@ -129,12 +129,17 @@ class PlanBuilder {
   std::vector<StepOp> ops_;
 };
 
-// Baton's GEMV, five kernels per layer (six with SiLU * up unfused): every
-// RMSNorm fused into the GEMV that reads it where GemvFusesRmsNorm allows (a
-// function of the shape alone; the first one with the embedding), SiLU(gate)
-// * up into the down projection's input where GemvFusesSiluMul allows (else a
-// row kernel of its own, as on the cuBLASLt path), every residual add into
-// the GEMV that produces its delta. The QKV projections of layers >= 1 let
+// Baton's GEMV, five kernels per layer (six where a norm stays a row kernel):
+// every RMSNorm fused into the GEMV that reads it where GemvFusesRmsNorm
+// allows (a function of the shape alone; the first one with the embedding),
+// SiLU(gate) * up into the gate | up GEMV's output (GemvOutput::kSiluMul: each
+// activation made once, by the block that holds its gate and up sums), every
+// residual add into the GEMV that produces its delta. SiLU * up used to be
+// the down GEMV's input where its row blocks' recomputation stayed small and
+// a row kernel elsewhere: H200, Llama-3.2-1B at b1, the input form streamed
+// the down weights at 41% of the read bandwidth (128 row blocks x 8192
+// evaluations per position; results/h200-2026-11-23-silu-unfused.json), and
+// the row kernel cost a node per layer. The QKV projections of layers >= 1 let
 // attention launch before their wait (DecodeBatch::launch_next_early):
 // attention's loads before its own wait (the batch, the KV-cache history)
 // are final by then (H200, tiny model b1: 35.7 -> 34.6 us per step). Not the
@@ -146,7 +151,6 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                   const StepBuffers& b, AttentionPlan attention, PlanBuilder& plan) {
   bool embed = false;           // the embedding is pending (fused into the next norm)
   const void* norm = nullptr;   // a pending norm (fused into the next projection)
-  bool gated = false;           // the next projection reads SiLU(gate) * up
   const void* input = nullptr;  // the next projection's plain input
   for (std::size_t i = 0; i < logical.size(); ++i) {
     const LogicalOp& op = logical[i];
@@ -162,18 +166,12 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         input = b.attention;
         break;
       case Logical::kGate:
-        if (GemvFusesSiluMul(c.d_model, c.ffn)) {
-          gated = true;
-        } else {
-          plan.SiluMul(b.gate_up, b.ffn_act);
-          input = b.ffn_act;
-        }
-        break;
       case Logical::kAddResidual:
         break;  // taken by the projection before it
       case Logical::kProject: {
-        const bool residual =
-            i + 1 < logical.size() && logical[i + 1].kind == Logical::kAddResidual;
+        const Logical next = i + 1 < logical.size() ? logical[i + 1].kind : Logical::kEmbed;
+        const bool residual = next == Logical::kAddResidual;
+        const bool gate = next == Logical::kGate;
         // The LM head and its norm see each sequence's last row only.
         const bool head = op.projection == Projection::kLmHead;
         StepOp gemv;
@@ -183,8 +181,10 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         gemv.out_features = op.out_features;
         gemv.in_features = op.in_features;
         gemv.launch_next_early = op.projection == Projection::kQkv && op.layer > 0;
-        gemv.output = residual ? GemvOutput::kResidualAdd : GemvOutput::kStore;
-        void* y = residual ? nullptr : OutputOf(op.projection, b);
+        gemv.output = residual ? GemvOutput::kResidualAdd
+                      : gate   ? GemvOutput::kSiluMul
+                               : GemvOutput::kStore;
+        void* y = residual ? nullptr : gate ? b.ffn_act : OutputOf(op.projection, b);
         if (norm != nullptr && GemvFusesRmsNorm(op.out_features, op.in_features)) {
           gemv.input = embed ? GemvInput::kEmbeddingRmsNorm : GemvInput::kRmsNorm;
           gemv.io = embed ? GemvIo::embedding_rms_norm(c, w.embedding, b.in_tokens, b.hidden, norm,
@@ -196,13 +196,13 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                          embed ? w.embedding : nullptr, norm, head);
             input = b.normed;
           }
-          gemv.input = gated ? GemvInput::kGated : GemvInput::kPlain;
-          gemv.io = GemvIo::plain(gated ? b.gate_up : input, y, op.bias);
+          gemv.input = GemvInput::kPlain;
+          gemv.io = GemvIo::plain(input, y, op.bias);
         }
         if (residual) gemv.io.residual = b.hidden;
         plan.Add(gemv);
         if (embed) plan.Settle();
-        embed = gated = false;
+        embed = false;
         norm = nullptr;
         input = y;
         break;
