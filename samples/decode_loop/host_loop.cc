@@ -52,8 +52,12 @@ std::vector<ScheduleRun> ScheduleRuns(std::uint32_t count, std::uint32_t prompt,
     const std::uint32_t rows = b.PlanTokens(policy);
     bool decoding = rows == batch;
     for (std::uint32_t p = 0; p < batch && decoding; ++p) decoding = a.tokens[p] == 1;
-    const bool extends =
-        decoding && !runs.empty() && runs.back().chunks.empty() && runs.back().batch == batch;
+    // A decode run ends at a replay graph's steps, so that its mean context
+    // stays within a few tokens of every step's (attention's cost steps
+    // with its tiles of keys).
+    const bool extends = decoding && !runs.empty() && runs.back().chunks.empty() &&
+                         runs.back().batch == batch &&
+                         runs.back().steps < HostLoop::kReplayStepsPerGraph;
     if (!extends) {
       ScheduleRun run;
       run.batch = batch;

@@ -28,8 +28,9 @@ struct ScheduleRun {
   std::uint32_t batch = 0;  // active items in every step of the run
   std::uint32_t rows = 0;   // rows in every step
   std::uint32_t steps = 0;  // steps in the run
-  // A run of decode steps (every item one token): the items' mean tokens
-  // before the step (attention's context), rounded. A step that reads
+  // A run of decode steps (every item one token; at most
+  // HostLoop::kReplayStepsPerGraph of them): the items' mean tokens before
+  // the step (attention's context), rounded. A step that reads
   // prompt chunks is a run of its own with each position's tokens before it
   // and this step's (`chunks`).
   std::uint32_t item_tokens = 0;
