@@ -100,7 +100,11 @@ def peers_block(prefixes):
             by_model.setdefault(model, []).append(own if own.exists() else
                                                   inputs.newest_file(g, f"*-peers-{model}"))
     parts = []
-    for model, paths in by_model.items():
+    # The README's model first (its files carry the split and ncu notes), then the others, compact.
+    for i, (model, paths) in enumerate(sorted(by_model.items(), key=lambda kv: (kv[0] != "llama-3.2-1b.json", kv[0]))):
+        if i:
+            parts.append(models.peers_block(b, paths, compact=True))
+            continue
         split = ncu = ncu_peers = None
         for g in gpus:
             split = split or inputs.newest_file(g, "*-gemv-split.json")

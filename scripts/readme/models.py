@@ -21,8 +21,8 @@ PARITY_ROWS = [
      ("layers", "head_dim")),
     ("Llama test shape, linear RoPE", ["tiny-linear-rope"], (1, 8), ("layers", "rope", "tied")),
 ]
-DISPLAY = {"llama-3.2-1b": "Llama-3.2-1B"}
-EXEMPT_NAMES = ["Llama-3.2-1B", "TinyLlama-1.1B", "Qwen2.5-0.5B", "SmolLM2-135M", "Llama 3", "Qwen2"]
+DISPLAY = {"llama-3.2-1b": "Llama-3.2-1B", "llama-3.1-8b": "Llama-3.1-8B"}
+EXEMPT_NAMES = ["Llama-3.2-1B", "Llama-3.1-8B", "TinyLlama-1.1B", "Qwen2.5-0.5B", "SmolLM2-135M", "Llama 3", "Qwen2"]
 
 
 def _feature(b, presets, feature):
@@ -121,11 +121,15 @@ PEER_ROWS = [
     ("transformers `generate` (eager)", ["transformers-generate"]),
     ("HBM floor: the weights read once per step at the measured bandwidth", ["HBM floor (weights once per step)"]),
 ]
+# A second model's table: Baton's best engine, its bound, the fastest compiled PyTorch loop and the floor.
+COMPACT_ROWS = [PEER_ROWS[0], PEER_ROWS[2], PEER_ROWS[3], PEER_ROWS[-1]]
 PEER_BASE = _compiled("+sync")  # the PyTorch loop the ratios compare with: its fastest variant per batch
 ENGINES = PEER_ROWS[0][1]
 # ncu of the batch-1 step: (role, kernel, grid)
 NCU_KERNELS = [
     ("the gate|up GEMV", "GEMV bf16 (plain in, store)", "1024"),
+    # (SiLU·up its output since 2026-11-25, from the same grid)
+    ("the gate|up GEMV with SiLU·up out", "GEMV bf16 (plain in, SiLU(gate)*up out)", "1024"),
     ("the LM head", "GEMV bf16 (plain in, store)", "8016"),
     ("the FFN down GEMV (SiLU·up recomputed per row block)", "GEMV bf16 (SiLU(gate)*up in, residual add)", "256"),
     ("the QKV GEMV", "GEMV bf16 (RMSNorm in, store)", "192"),
@@ -139,12 +143,17 @@ def _gpu(d):
     return d.get("gpu") or d["device"]["name"]
 
 
-def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
-    """One table for the peers files of every GPU (one file per GPU), then each GPU's notes."""
+def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None, compact=False):
+    """One table for the peers files of every GPU (one file per GPU), then each GPU's notes; `compact` (a second
+    model): the key rows only, after a sentence that refers to the first model's settings."""
     b.exempt += EXEMPT_NAMES
     files = [(path, b.json(path)) for path in paths]
     d0 = files[0][1]
-    s = d0["peers"]["settings"]
+    # A GPU's file may hold Baton's rows only (combine_results.py without --peers).
+    with_peers = [d for _, d in files if d["peers"].get("settings")]
+    if not with_peers:
+        raise ValueError(f"peers block: no file of {d0['model']} has PyTorch rows ({', '.join(map(str, paths))})")
+    s = with_peers[0]["peers"]["settings"]
     batches = sorted({r["batch"] for _, d in files for r in d["rows"]})
     by = {(_gpu(d), r["batch"], r["driver"]): r for _, d in files for r in d["rows"]}
     names = sorted({r["driver"] for _, d in files for r in d["rows"]})
@@ -163,7 +172,7 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
                 ("" if over is None else f" · {over:+.1f}"))
     cols = [("GPU", lambda row: row[0]), ("driver", lambda row: row[1])] + [
         (f"batch {x}: µs/step · tokens/s · overhead µs", lambda row, x=x: cell(row[0], row[2], x)) for x in batches]
-    rows = [(_gpu(d), label, drivers) for _, d in files for label, drivers in PEER_ROWS
+    rows = [(_gpu(d), label, drivers) for _, d in files for label, drivers in (COMPACT_ROWS if compact else PEER_ROWS)
             if any(pick(_gpu(d), drivers, x) for x in batches)]
     def gemms_of(d):
         gemm = {}
@@ -174,8 +183,18 @@ def peers_block(b, paths, split_path=None, ncu_path=None, ncu_peers_path=None):
     per_gpu = [(_gpu(d), gemms_of(d)) for _, d in files]
     gemms = (per_gpu[0][1] if len({g for _, g in per_gpu}) == 1 else
              "; ".join(f"{g} on the {gpu}" for gpu, g in per_gpu))
-    torch = series(list(dict.fromkeys(d["peers"]["torch"] for _, d in files)))
+    torch = series(list(dict.fromkeys(d["peers"]["torch"] for d in with_peers)))
     where = series(f"one {d['device']['name']} ({link(path)})" for path, d in files)
+    alone = [_gpu(d) for _, d in files if not d["peers"].get("settings")]
+    if alone:
+        where += f" (no PyTorch peer ran on the {series(alone)}: Baton and the floor only)"
+    if compact:
+        out = [f"{DISPLAY.get(d0['model'], d0['model'])}'s shape ({s['dtype']}, {s['prompt_tokens']} prompt + "
+               f"{s['new_tokens']} new tokens, `--gemm` {gemms}), on {where}: Baton's faster engine, its bound, the "
+               "fastest compiled PyTorch row and the floor.", "", table(cols, rows), ""]
+        for path, d in files:
+            out += [_peer_notes(b, d, pick, batches), ""]
+        return out
     out = [f"{DISPLAY.get(d0['model'], d0['model'])}'s shape, random {s['dtype']} weights, greedy, "
            f"{s['prompt_tokens']} prompt + {s['new_tokens']} new tokens; Baton (`--gemm` {gemms}) and the "
            f"PyTorch peers (`scripts/peers/pytorch_peers.py`, torch {torch}) in one call per GPU, on {where}. "
@@ -202,13 +221,13 @@ def _peer_notes(b, d, pick, batches):
     if base_lo and base_hi and pick(gpu, ENGINES, lo) and pick(gpu, ENGINES, hi):
         step = b.derive(base_lo["us_per_step"] / pick(gpu, ENGINES, lo)["us_per_step"])
         tps = b.derive(pick(gpu, ENGINES, hi)["tokens_per_s"] / base_hi["tokens_per_s"])
-        parts.append(f"{gpu}: Baton's batch-{lo} step is {step:.2f}× faster than the compiled PyTorch loop's and "
+        parts.append(f"Baton's batch-{lo} step is {step:.2f}× faster than the compiled PyTorch loop's and "
                      f"its batch-{hi} tokens/s {tps:.2f}× that loop's")
     if floor and pick(gpu, ENGINES, lo):
         ratio = b.derive(pick(gpu, ENGINES, lo)["us_per_step"] / floor["us_per_step"])
-        parts.append(f"its batch-{lo} step is {ratio:.2f}× the HBM floor")
+        parts.append(f"{'its' if parts else 'Baton' + chr(39) + 's'} batch-{lo} step is {ratio:.2f}× the HBM floor")
     if parts:
-        notes.append(", but ".join(parts) + ".")
+        notes.append(f"{gpu}: " + ", but ".join(parts) + ".")
     variants = sorted({r["driver"] for r in d["rows"] if PEER_BASE(r["driver"])})
     if len(variants) > 1:
         fastest = [(x, pick(gpu, PEER_BASE, x)["driver"]) for x in batches if pick(gpu, PEER_BASE, x)]
