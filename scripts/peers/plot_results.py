@@ -20,11 +20,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-SERIES = [  # (label, how to pick the row of a batch)
+SERIES = [  # (label, how to pick the row of a batch): the fastest PyTorch loop (SDPA's native GQA) first
     ("Baton (best engine)", lambda r: r["driver"] in ("Baton tail-launch", "Baton conditional")),
     ("Baton host loop (graph + sync)", lambda r: r["driver"] == "Baton host graph + sync"),
-    ("PyTorch compiled + CUDA graph, .item() per step", lambda r: r["driver"] == "gpt-fast-compiled+sync"),
-    ("PyTorch compiled + CUDA graph, no sync", lambda r: r["driver"] == "gpt-fast-compiled-nosync"),
+    ("PyTorch compiled + CUDA graph, native GQA, .item() per step",
+     lambda r: r["driver"] == "gpt-fast-gqa-compiled+sync"),
+    ("PyTorch compiled + CUDA graph, native GQA, no sync", lambda r: r["driver"] == "gpt-fast-gqa-compiled-nosync"),
+    ("PyTorch compiled + CUDA graph, K/V repeated per head, .item() per step",
+     lambda r: r["driver"] == "gpt-fast-compiled+sync"),
     ("transformers generate (eager)", lambda r: r["driver"] == "transformers-generate"),
     ("HBM floor (weights once per step)", lambda r: r["driver"].startswith("HBM floor")),
 ]
