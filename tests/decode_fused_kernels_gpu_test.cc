@@ -252,10 +252,9 @@ std::vector<double> SiluOfGateUp(const FusedResult& r, const std::vector<double>
 }
 
 void CheckGemvSiluMul(const FusedResult& r) {
-  const HostBuffer& normed = r.initial.at("normed");  // an input: drawn once
-  std::vector<double> x(r.shape.active * normed.cols);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = normed.Value(i, r.dtype);
-  ExpectClose(r.key, r.dtype, LiveValues(r, "act"), SiluOfGateUp(r, x), r.config.ffn);
+  const auto normed = r.initial.at("normed").Floats(r.dtype);  // an input: drawn once
+  ExpectClose(r.key, r.dtype, LiveValues(r, "act"),
+              SiluOfGateUp(r, std::vector<double>(normed.begin(), normed.end())), r.config.ffn);
 }
 
 void CheckRmsNormGemvSiluMul(const FusedResult& r) {

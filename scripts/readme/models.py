@@ -225,7 +225,8 @@ def _peer_notes(b, d, pick, batches):
                      f"its batch-{hi} tokens/s {tps:.2f}× that loop's")
     if floor and pick(gpu, ENGINES, lo):
         ratio = b.derive(pick(gpu, ENGINES, lo)["us_per_step"] / floor["us_per_step"])
-        parts.append(f"{'its' if parts else 'Baton' + chr(39) + 's'} batch-{lo} step is {ratio:.2f}× the HBM floor")
+        whose = "its" if parts else "Baton's"
+        parts.append(f"{whose} batch-{lo} step is {ratio:.2f}× the HBM floor")
     if parts:
         notes.append(f"{gpu}: " + ", but ".join(parts) + ".")
     variants = sorted({r["driver"] for r in d["rows"] if PEER_BASE(r["driver"])})

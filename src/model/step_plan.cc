@@ -169,9 +169,11 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
       case Logical::kAddResidual:
         break;  // taken by the projection before it
       case Logical::kProject: {
-        const Logical next = i + 1 < logical.size() ? logical[i + 1].kind : Logical::kEmbed;
-        const bool residual = next == Logical::kAddResidual;
-        const bool gate = next == Logical::kGate;
+        const auto followed_by = [&](Logical kind) {
+          return i + 1 < logical.size() && logical[i + 1].kind == kind;
+        };
+        const bool residual = followed_by(Logical::kAddResidual);
+        const bool gate = followed_by(Logical::kGate);
         // The LM head and its norm see each sequence's last row only.
         const bool head = op.projection == Projection::kLmHead;
         StepOp gemv;
