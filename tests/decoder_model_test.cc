@@ -96,6 +96,14 @@ TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
     EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
   }
   options = DecoderModelOptions{};
+  options.auto_wide_gemv_max_bucket = 64;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.auto_wide_gemv_max_bucket = 65;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::auto_wide_gemv_max_bucket is 65; it must be at most 64 (a "
+                "block of the wide GEMV owns up to 64 sequences), or 0 to keep cuBLASLt above "
+                "auto_gemv_max_bucket");
+  options = DecoderModelOptions{};
   options.config.d_model = 100;  // not a multiple of 8: the config check's own message
   EXPECT_EQ(ValidateDecoderModelOptions(options).code(), absl::StatusCode::kInvalidArgument);
 }

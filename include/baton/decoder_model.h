@@ -31,8 +31,9 @@
 // every engine and host loop for the same schedule, and bit-identical to a
 // prompt fed a token per step while its chunks stay within max_batch rows
 // (both compute every row alike: see README, "Tokens and chunking"). With
-// cuBLASLt (kCublasLt, or kAuto above auto_gemv_max_bucket) the bits depend
-// on the bucket a step ran in.
+// kCublasLt, and with kAuto above auto_gemv_max_bucket (Baton's wide GEMV up
+// to auto_wide_gemv_max_bucket, then cuBLASLt), the bits depend on the bucket a step ran in; the graph
+// engines and host loops still agree with each other for the same schedule.
 //
 // The step is a plan built once from the config (a list of ops with their
 // fusions) that the graph engines capture per bucket and the
@@ -72,9 +73,11 @@ enum class DecoderGemm : std::uint32_t {
   kAuto = 2,       // (default) kBatonGemv for buckets up to
                    // DecoderModelOptions::auto_gemv_max_bucket, where the step is latency-bound
                    // and the fused GEMV path runs fewer, shorter kernels (one tile of 8
-                   // positions reads the weights once); kCublasLt above, where the GEMV would
-                   // re-read the weights per tile. A sequence's tokens then depend on the
-                   // buckets it ran in, as with kCublasLt.
+                   // positions reads the weights once); above it, decode buckets up to
+                   // DecoderModelOptions::auto_wide_gemv_max_bucket run Baton's wide GEMV (a
+                   // block owns every sequence of the bucket, so the weights are still read
+                   // once; graph engines only) and larger ones cuBLASLt. A sequence's tokens
+                   // then depend on the buckets it ran in, as with kCublasLt.
 };
 
 // The most stop tokens one request may name (Llama 3 instruct stops on any of
@@ -147,6 +150,10 @@ struct DecoderModelOptions {
   std::uint32_t max_requests = 1024;  // request-table entries
   DecoderGemm gemm = DecoderGemm::kAuto;
   std::uint32_t auto_gemv_max_bucket = 8;   // DecoderGemm::kAuto: largest bucket on the GEMV
+  // DecoderGemm::kAuto: largest decode bucket on Baton's wide GEMV, above
+  // auto_gemv_max_bucket (0: none, cuBLASLt there; at most 64). Off by
+  // default until its step has been measured beside cuBLASLt's on a GPU.
+  std::uint32_t auto_wide_gemv_max_bucket = 0;
   SamplingParams sampling{0.0f, 0};         // requests' default; temperature <= 0: greedy
   std::uint32_t step_clock_size = 1 << 16;  // power of two: step end stamps kept
   // The token stream (ReadStream): each entry's newest this many generated

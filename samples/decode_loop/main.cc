@@ -78,6 +78,9 @@ ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (cont
 ABSL_FLAG(std::string, gemm, "auto",
           "projections: cublaslt, gemv (Baton's batch-invariant GEMV with the norms and residual "
           "adds fused in), or auto (gemv for buckets up to 8, cublaslt above)");
+ABSL_FLAG(int, wide_gemv_max_bucket, 0,
+          "--gemm=auto: Baton's wide GEMV for decode buckets above 8 up to this (at most 64; "
+          "DecoderModelOptions::auto_wide_gemv_max_bucket), cublaslt above it; 0: none");
 ABSL_FLAG(std::string, dtype, "",
           "weights and activations: fp16 or bf16 (default: fp16 for --models, the checkpoint's "
           "own for --checkpoint)");
@@ -260,6 +263,8 @@ absl::StatusOr<DecoderModelOptions> ModelOptionsFor(const Scenario& scenario,
   options.max_chunk_tokens = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_max_chunk_tokens));
   options.max_requests = max_requests;
   options.gemm = GemmOf(absl::GetFlag(FLAGS_gemm));
+  options.auto_wide_gemv_max_bucket =
+      static_cast<std::uint32_t>(absl::GetFlag(FLAGS_wide_gemv_max_bucket));
   options.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
                                     absl::GetFlag(FLAGS_seed)};
   return options;
@@ -525,6 +530,8 @@ absl::Status Run(Report& report) {
     report.SetParam(key, value);
   }
   report.SetParam("prompt_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_prompt_tokens)));
+  report.SetParam("wide_gemv_max_bucket",
+                  static_cast<std::int64_t>(absl::GetFlag(FLAGS_wide_gemv_max_bucket)));
   report.SetParam("new_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_new_tokens)));
   report.SetParam("requests_per_slot",
                   static_cast<std::int64_t>(absl::GetFlag(FLAGS_requests_per_slot)));

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint_config.h"
 #include "decoder_model_impl.h"
+#include "kernels/wide_gemv.h"
 #include "step_launch.h"
 
 namespace baton {
@@ -343,6 +344,9 @@ absl::Status DecoderModel::Impl::EnqueueStep(const StepContext& ctx, cudaStream_
   if (options_.gemm == DecoderGemm::kBatonGemv) {
     return detail::EnqueuePlan(Plan(detail::PlanPath::kBatonGemm, attention), launch, stream);
   }
+  if (UsesWideGemv(rows)) {
+    return detail::EnqueuePlan(Plan(detail::PlanPath::kWideGemv, attention), launch, stream);
+  }
   BATON_ASSIGN_OR_RETURN(BucketPlans * plans, PlansFor(rows));
   for (int i = 0; i < detail::kProjections; ++i) launch.linears[i] = &plans->linears[i];
   return detail::EnqueuePlan(Plan(detail::PlanPath::kCublasLt, attention), launch, stream);
@@ -360,6 +364,15 @@ bool DecoderModel::Impl::UsesGemv(std::uint32_t rows) const {
       break;
   }
   return false;
+}
+
+// Whether a bucket's projections run Baton's wide GEMV: kAuto's decode
+// buckets above the GEMV's, up to auto_wide_gemv_max_bucket (at most one
+// tile of the wide GEMV's positions: beyond it each tile reads the weights
+// again).
+bool DecoderModel::Impl::UsesWideGemv(std::uint32_t rows) const {
+  return options_.gemm == DecoderGemm::kAuto && rows > options_.auto_gemv_max_bucket &&
+         rows <= options_.auto_wide_gemv_max_bucket && rows <= options_.max_batch;
 }
 
 absl::StatusOr<DecoderModel::Impl::BucketPlans*> DecoderModel::Impl::PlansFor(std::uint32_t rows) {

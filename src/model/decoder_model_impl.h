@@ -67,6 +67,7 @@ class DecoderModel::Impl {
   absl::Status AllocateState();
   absl::Status InitDeviceStep();
   bool UsesGemv(std::uint32_t rows) const;
+  bool UsesWideGemv(std::uint32_t rows) const;
   const std::vector<detail::StepOp>& Plan(detail::PlanPath path, detail::AttentionPlan attention);
   absl::StatusOr<BucketPlans*> PlansFor(std::uint32_t rows);
 

@@ -243,8 +243,9 @@ class DecoderStepLauncher {
           silu_mul(op, db);
           break;
         case StepOpKind::kLinear:
-          // Only the graph path's cuBLASLt plan has it; the model gives this
-          // engine Baton's own plans.
+        case StepOpKind::kWideGemv:
+          // Only the graph path's cuBLASLt and wide-GEMV plans have them;
+          // the model gives this engine the GEMV and GEMM plans.
           launch_.error = cudaErrorNotSupported;
           break;
       }

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "baton/status.h"
 #include "kernels/gemm.h"
+#include "kernels/wide_gemv.h"
 
 namespace baton::detail {
 
@@ -37,6 +38,10 @@ absl::Status EnqueuePlan(const std::vector<StepOp>& plan, const PlanLaunch& laun
         BATON_CUDA_RETURN_IF_ERROR(EnqueueGemvFused(c.dtype, op.input, op.output, op.w,
                                                     op.out_features, op.in_features, op.io, batch,
                                                     stream));
+        break;
+      case StepOpKind::kWideGemv:
+        BATON_CUDA_RETURN_IF_ERROR(EnqueueWideGemv(c.dtype, op.output, op.w, op.out_features,
+                                                   op.in_features, op.io, batch, stream));
         break;
       case StepOpKind::kLinear: {
         CublasLtLinear* linear = launch.linears[static_cast<int>(op.linear)];

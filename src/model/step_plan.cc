@@ -146,9 +146,16 @@ class PlanBuilder {
 // first layer's (step begin, just before, writes the positions attention
 // reads early); early launches after the O, down and logits projections
 // measured no gain, and one after the down projection cost 1 us.
+//
+// `wide`: the wide GEMV's plan (buckets of 9-64 sequences under kAuto, whose
+// tokens already depend on the bucket): the same outputs fused, every norm a
+// row kernel (the wide GEMV reads plain inputs: each of its blocks owns
+// every position, so a fused norm would recompute every position's scale
+// per row block), and attention grouped per key/value head as on the
+// cuBLASLt plan.
 void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                   const ModelTensors& w, const std::vector<KvCacheLayer>& caches,
-                  const StepBuffers& b, AttentionPlan attention, PlanBuilder& plan) {
+                  const StepBuffers& b, AttentionPlan attention, bool wide, PlanBuilder& plan) {
   bool embed = false;           // the embedding is pending (fused into the next norm)
   const void* norm = nullptr;   // a pending norm (fused into the next projection)
   const void* input = nullptr;  // the next projection's plain input
@@ -162,7 +169,8 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         norm = op.weight;
         break;
       case Logical::kAttend:
-        plan.Attend(attention, caches[op.layer], AttentionShortRows::kPerQueryHead);
+        plan.Attend(attention, caches[op.layer],
+                    wide ? AttentionShortRows::kGrouped : AttentionShortRows::kPerQueryHead);
         input = b.attention;
         break;
       case Logical::kGate:
@@ -177,7 +185,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         // The LM head and its norm see each sequence's last row only.
         const bool head = op.projection == Projection::kLmHead;
         StepOp gemv;
-        gemv.kind = StepOpKind::kGemv;
+        gemv.kind = wide ? StepOpKind::kWideGemv : StepOpKind::kGemv;
         gemv.sequences = head;
         gemv.w = op.weight;
         gemv.out_features = op.out_features;
@@ -187,7 +195,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                       : gate   ? GemvOutput::kSiluMul
                                : GemvOutput::kStore;
         void* y = residual ? nullptr : gate ? b.ffn_act : OutputOf(op.projection, b);
-        if (norm != nullptr && GemvFusesRmsNorm(op.out_features, op.in_features)) {
+        if (norm != nullptr && !wide && GemvFusesRmsNorm(op.out_features, op.in_features)) {
           gemv.input = embed ? GemvInput::kEmbeddingRmsNorm : GemvInput::kRmsNorm;
           gemv.io = embed ? GemvIo::embedding_rms_norm(c, w.embedding, b.in_tokens, b.hidden, norm,
                                                        y, op.bias)
@@ -292,7 +300,9 @@ std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config, const ModelTens
   plan.Simple(StepOpKind::kStepBegin);
   switch (path) {
     case PlanPath::kGemv:
-      LowerForGemv(config, logical, weights, caches, buffers, attention, plan);
+    case PlanPath::kWideGemv:
+      LowerForGemv(config, logical, weights, caches, buffers, attention,
+                   path == PlanPath::kWideGemv, plan);
       break;
     case PlanPath::kCublasLt:
       LowerForCublasLt(config, logical, weights, caches, buffers, attention, StepOpKind::kLinear,

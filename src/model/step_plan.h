@@ -29,6 +29,7 @@ enum class StepOpKind : std::uint32_t {
   kRopeAppend = 8,      // RoPE and KV append of every row
   kChunkAttention = 9,  // attention of each sequence's chunk, after kRopeAppend (flash)
   kRowAttention = 10,   // attention a block per row and head, after kRopeAppend
+  kWideGemv = 11,       // Baton's wide GEMV (kernels/wide_gemv.h): io.x plain, kGemv's outputs
 };
 
 // How a plan's attention runs. A step of a few rows (a decode bucket) fuses
@@ -96,6 +97,7 @@ enum class PlanPath : std::uint32_t {
   kGemv = 0,       // Baton's GEMV, norms and residual adds fused in (batch invariant)
   kCublasLt = 1,   // cuBLASLt projections, row kernels around them (graph path only)
   kBatonGemm = 2,  // Baton's tensor-core GEMM in cuBLASLt's place (row invariant; every engine)
+  kWideGemv = 3,   // Baton's wide GEMV for buckets of 9-64 sequences (graph path only)
 };
 
 // The step for `config`: step begin, then per layer the attention block
