@@ -7,9 +7,11 @@
 // memory once, by one thread, whatever the bucket. The cluster's blocks
 // (gridDim.z = split) take contiguous ranges of K. Inputs are shared by the
 // block's eight warps: each chunk of 128 elements of every position is
-// staged in shared memory once (rows 320 bytes apart, so the two positions a
-// quarter warp reads sit in different bank halves) while the warps stream
-// their rows' weights, 16-byte loads a chunk ahead, into mma.sync m16n8k16
+// copied into shared memory once (cp.async, no registers held: staging
+// through registers made ptxas spill the staged vectors at tiles of 64;
+// rows 320 bytes apart, so the two positions a quarter warp reads sit in
+// different bank halves) while the warps stream their rows' weights, 16-byte
+// loads a chunk ahead, into mma.sync m16n8k16
 // (fp32 accumulation, k permuted inside each 32-element k-block exactly as
 // gemv_body.cuh does, so both operands keep 16-byte loads).
 //
@@ -33,6 +35,7 @@
 #include <cstdint>
 
 #include "baton/config.h"
+#include "kernels/async_copy.cuh"
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/gemv_body.cuh"
 #include "kernels/gemv_io.h"
@@ -134,17 +137,21 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       b[j] = b_ok && ok ? __ldcs(reinterpret_cast<const uint4*>(b_row + kb * kMmaK)) : uint4{};
     }
   };
-  load_weights(0, wa, wb);  // constant: before the wait
+  // Weights are constant: the first chunk's are requested before the wait.
+  // (Requesting two chunks there made ptxas spill 72-128 bytes a thread at
+  // tiles of 32 and 64.)
+  load_weights(0, wa, wb);
 
   const std::uint32_t active = enter_step_node_active(batch);
   const std::uint32_t p0 = blockIdx.y * P;
   if (p0 >= active) return;  // uniform across the cluster (it spans z only)
 
-  // The inputs of a chunk: vector v of the block is position v / 16,
-  // elements 8 (v % 16).. of the chunk; zeros past the live positions and K.
+  // A chunk's inputs into a staging buffer, copied asynchronously (no
+  // registers held): vector v of the block is position v / 16, elements
+  // 8 (v % 16).. of the chunk; zeros past the live positions and this
+  // block's K.
   const T* x = static_cast<const T*>(io.x);
-  uint4 raw[kStageVectors];
-  const auto load_inputs = [&](int chunk) {
+  const auto stage_inputs = [&](int chunk) {
     const int k0 = (kb_begin + chunk * kWideChunkBlocks) * kMmaK;
     const int k_end = min(kb_end * kMmaK, in_features);
 #pragma unroll
@@ -152,31 +159,29 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       const int v = tid + i * kWideThreads;
       const int pos = v / kVectorsPerRow;
       const int k = k0 + (v % kVectorsPerRow) * kVector;
-      raw[i] = v < P * kVectorsPerRow && p0 + pos < active && k < k_end
-                   ? *reinterpret_cast<const uint4*>(x + (p0 + pos) * std::size_t(in_features) + k)
-                   : uint4{};
-    }
-  };
-  const auto stage_inputs = [&](int buffer) {
-#pragma unroll
-    for (int i = 0; i < kStageVectors; ++i) {
-      const int v = tid + i * kWideThreads;
       if (v < P * kVectorsPerRow) {
-        const int pos = v / kVectorsPerRow;
-        shared.stage[buffer][(pos * kWideStride) / kVector + v % kVectorsPerRow] = raw[i];
+        const bool valid = p0 + pos < active && k < k_end;
+        cp_async_16(static_cast<unsigned>(__cvta_generic_to_shared(
+                        &shared.stage[chunk & 1][pos * (kWideStride / kVector) +
+                                                 v % kVectorsPerRow])),
+                    valid ? x + (p0 + pos) * std::size_t(in_features) + k : x, valid);
       }
     }
+    cp_async_commit();
   };
-  load_inputs(0);
   stage_inputs(0);
+  cp_async_wait<0>();
   __syncthreads();
 
   float d[NT][4] = {};
   for (int chunk = 0; chunk < chunks; ++chunk) {
+    // wa, wb hold this chunk's weights; the next chunk's weights (na, nb)
+    // and inputs are requested first. The staging buffer they go to was
+    // last read in the previous chunk, before its barrier.
     const bool more = chunk + 1 < chunks;
     if (more) {
       load_weights(chunk + 1, na, nb);
-      load_inputs(chunk + 1);
+      stage_inputs(chunk + 1);
     }
     const uint4* staged = shared.stage[chunk & 1];
 #pragma unroll
@@ -191,7 +196,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       }
     }
     if (more) {
-      stage_inputs((chunk + 1) & 1);
+      cp_async_wait<0>();
 #pragma unroll
       for (int j = 0; j < kWideChunkBlocks; ++j) {
         wa[j] = na[j];
@@ -217,11 +222,20 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
     __syncthreads();
   }
   // The sum of tile element i over the cluster's blocks, in rank order (a
-  // block of an unsplit launch is in no cluster: its own sums).
+  // block of an unsplit launch is in no cluster: its own sums). The remote
+  // loads are issued together: one round trip, not one per rank.
   const auto total = [&](int i) {
     if (split == 1) return shared.tile[i];
+    float part[kWideMaxSplit];
+#pragma unroll
+    for (int q = 0; q < kWideMaxSplit; ++q) {
+      part[q] = q < split ? *cluster.map_shared_rank(&shared.tile[i], q) : 0.0f;
+    }
     float sum = 0.0f;
-    for (int q = 0; q < split; ++q) sum += *cluster.map_shared_rank(&shared.tile[i], q);
+#pragma unroll
+    for (int q = 0; q < kWideMaxSplit; ++q) {
+      if (q < split) sum += part[q];
+    }
     return sum;
   };
   const int rows_per_rank = kWideRows / split;
@@ -229,6 +243,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
   if constexpr (kSilu) {
     // Pair e: gate row 16 m + gg of the tile and its up row 16 m + gg + 8.
     const int pairs = rows_per_rank / 2;
+#pragma unroll 1
     for (int e = tid; e < pairs * P; e += kWideThreads) {
       const int pair = e / P, pos = e % P;
       const int m = first_row / kMmaRows + pair / 8, gg = pair % 8;
@@ -242,6 +257,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       }
     }
   } else {
+#pragma unroll 1
     for (int e = tid; e < rows_per_rank * P; e += kWideThreads) {
       const int row = first_row + e / P, pos = e % P;
       const int out = block_out0 + row;
