@@ -25,7 +25,9 @@ __global__ void __launch_bounds__(kWideThreads, 2)
     wide_gemv_kernel(const T* w, int out_features, int in_features, GemvIo io,
                      DecodeBatch batch) {
   __shared__ WideGemvShared<NT> shared;
-  wide_gemv_body<T, Output, NT>(w, out_features, in_features, io, batch, shared);
+  wide_gemv_body<T, Output, NT>(w, out_features, in_features, io, batch,
+                                {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)},
+                                shared);
 }
 
 bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }

@@ -92,9 +92,16 @@ struct WideGemvShared {
   };
 };
 
+// Which block of the grid a body computes: its 128 rows (64 gate|up pairs)
+// and its tile of positions. The K range is its cluster rank's.
+struct WideTile {
+  int row_block = 0;
+  int position_block = 0;
+};
+
 template <class T, GemvOutput Output, int NT>
 __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int in_features,
-                                               GemvIo io, DecodeBatch batch,
+                                               GemvIo io, DecodeBatch batch, WideTile tile,
                                                WideGemvShared<NT>& shared) {
   constexpr int P = NT * kMmaPositions;
   constexpr int kTileStride = WideGemvShared<NT>::kTileStride;
@@ -111,7 +118,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
   const int c = lane % 4;  // elements 8c..8c+7 of each k-block
   const int half = out_features / 2;
   const int out_width = kSilu ? half : out_features;
-  const int block_out0 = blockIdx.x * wide_block_outputs(Output);
+  const int block_out0 = tile.row_block * wide_block_outputs(Output);
   const int row0 = block_out0 + warp * (kSilu ? kMmaRows / 2 : kMmaRows);
   const int a_index = row0 + g;
   const int b_index = kSilu ? half + row0 + g : row0 + g + 8;
@@ -143,7 +150,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
   load_weights(0, wa, wb);
 
   const std::uint32_t active = enter_step_node_active(batch);
-  const std::uint32_t p0 = blockIdx.y * P;
+  const std::uint32_t p0 = static_cast<std::uint32_t>(tile.position_block) * P;
   if (p0 >= active) return;  // uniform across the cluster (it spans z only)
 
   // A chunk's inputs into a staging buffer, copied asynchronously (no
