@@ -45,6 +45,11 @@ def baton_rows(path: pathlib.Path, model: str) -> tuple[list[dict[str, Any]], di
     report = json.loads(path.read_text())
     rows, floors, engines = [], {}, set()
     params = report.get("params", {})
+    # --gemm auto with the wide GEMV on (decode_loop --wide_gemv_max_bucket) names it in each row's gemm.
+    gemm = params.get("gemm")
+    wide = int(params.get("wide_gemv_max_bucket") or 0)
+    if gemm == "auto" and wide > 0:
+        gemm = f"auto --wide_gemv_max_bucket {wide}"
     for r in report["rows"]:
         batch = int(re.search(r"\bb(\d+)$", r["scenario"]).group(1))
         if r["driver"].endswith(BOUND_SUFFIX):
@@ -59,7 +64,7 @@ def baton_rows(path: pathlib.Path, model: str) -> tuple[list[dict[str, Any]], di
         # while continuous batching refills slots); the replays' row has none: batch per step.
         tokens_per_s = r.get("tokens_per_s", batch * 1e6 / r["step_us"])
         row = {"model": model, "batch": batch, "driver": driver, "us_per_step": round(r["step_us"], 1),
-               "tokens_per_s": round(tokens_per_s, 1), "gemm": params.get("gemm")}
+               "tokens_per_s": round(tokens_per_s, 1), "gemm": gemm}
         for key in ("overhead_us", "same_tokens", "p50_us", "p99_us"):
             if r.get(key) is not None:
                 row[key] = r[key]
