@@ -42,7 +42,7 @@ using kernel_test::Upload;
 
 struct WideShape {
   GemvOutput output;
-  int out_features, in_features;  // the weight's (a gate | up weight for kSiluMul)
+  int out_features, in_features;                   // the weight's (a gate | up weight for kSiluMul)
   std::uint32_t capacity, active, other_capacity;  // other_capacity: the invariance rerun's
   bool bias;
   const char* why;
@@ -68,8 +68,8 @@ constexpr WideShape kWideShapes[] = {
 };
 
 void PrintTo(const WideShape& s, std::ostream* os) {
-  *os << s.out_features << "x" << s.in_features << ", " << s.active << " of " << s.capacity
-      << " (" << s.why << ")";
+  *os << s.out_features << "x" << s.in_features << ", " << s.active << " of " << s.capacity << " ("
+      << s.why << ")";
 }
 
 const char* OutputName(GemvOutput output) {
@@ -102,13 +102,14 @@ class WideGemvTest : public kernel_test::DecodeKernelTest,
                        std::uint32_t active) {
     const int width = Width(s);
     TestBatch batch = MakeBatch(capacity, active, capacity);
-    auto d_x = Upload(std::vector<std::uint16_t>(x.begin(),
-                                                 x.begin() + std::size_t{capacity} * s.in_features));
+    auto d_x = Upload(
+        std::vector<std::uint16_t>(x.begin(), x.begin() + std::size_t{capacity} * s.in_features));
     auto d_y = Poisoned<std::uint16_t>(std::size_t{capacity} * width);
-    auto d_residual = Upload(std::vector<float>(
-        residual.begin(), residual.begin() + std::size_t{capacity} * width));
+    auto d_residual = Upload(
+        std::vector<float>(residual.begin(), residual.begin() + std::size_t{capacity} * width));
     GemvIo io = GemvIo::plain(d_x.data(), d_y.data(), s.bias ? bias.data() : nullptr);
-    if (s.output == GemvOutput::kResidualAdd) io = GemvIo::residual_add(d_x.data(), d_residual.data(), io.bias);
+    if (s.output == GemvOutput::kResidualAdd)
+      io = GemvIo::residual_add(d_x.data(), d_residual.data(), io.bias);
     EXPECT_EQ(EnqueueWideGemv(dtype, s.output, w.data(), s.out_features, s.in_features, io,
                               batch.view, stream_.get()),
               cudaSuccess);
@@ -148,10 +149,10 @@ TEST_P(WideGemvTest, MatchesReferenceAndIsBatchInvariant) {
       for (int r = 0; r < s.out_features; ++r) y[r] += bf[r];
     }
     for (int r = 0; r < width; ++r) {
-      ref.push_back(s.output == GemvOutput::kSiluMul
-                        ? reference::SiluMul(RoundToStorage(y[r], dtype),
-                                             RoundToStorage(y[width + r], dtype))
-                        : y[r]);
+      ref.push_back(
+          s.output == GemvOutput::kSiluMul
+              ? reference::SiluMul(RoundToStorage(y[r], dtype), RoundToStorage(y[width + r], dtype))
+              : y[r]);
     }
   }
   // The outputs' live values (for the residual stream: what was added), and
@@ -245,9 +246,9 @@ TEST_P(WideGemvRefusalTest, RefusesBadArguments) {
                     batch.view),
             cudaErrorInvalidValue)
       << "x not 16-byte aligned";
-  EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 72, GemvIo::plain(x.data(), nullptr),
-                    batch.view),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      enqueue(GemvOutput::kStore, w.data(), 64, 72, GemvIo::plain(x.data(), nullptr), batch.view),
+      cudaErrorInvalidValue);
   EXPECT_EQ(enqueue(GemvOutput::kResidualAdd, w.data(), 64, 72, io, batch.view),
             cudaErrorInvalidValue)
       << "no residual stream";

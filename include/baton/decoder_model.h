@@ -32,8 +32,9 @@
 // prompt fed a token per step while its chunks stay within max_batch rows
 // (both compute every row alike: see README, "Tokens and chunking"). With
 // kCublasLt, and with kAuto above auto_gemv_max_bucket (Baton's wide GEMV up
-// to auto_wide_gemv_max_bucket, then cuBLASLt), the bits depend on the bucket a step ran in; the graph
-// engines and host loops still agree with each other for the same schedule.
+// to auto_wide_gemv_max_bucket, then cuBLASLt), the bits depend on the
+// bucket a step ran in; the graph engines and host loops still agree with
+// each other for the same schedule.
 //
 // The step is a plan built once from the config (a list of ops with their
 // fusions) that the graph engines capture per bucket and the

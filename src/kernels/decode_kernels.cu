@@ -219,14 +219,9 @@ cudaError_t launch_gemv(DecoderDType dtype, const void* w, int out_features, int
   if (detail::decode::normed_input(Input)) {
     input_ok = input_ok && io.norm_weight != nullptr && aligned(io.norm_weight);
   }
-  // kSiluMul: an even gate | up width, no bias (no FFN has one).
-  const bool output_ok =
-      Output == GemvOutput::kSiluMul
-          ? io.y != nullptr && io.bias == nullptr && out_features % 2 == 0
-          : (Output == GemvOutput::kStore ? io.y != nullptr : io.residual != nullptr) &&
-                reinterpret_cast<std::uintptr_t>(io.bias) % 2 == 0;
   if (out_features < 1 || in_features < 1 || in_features % kVector != 0 || !aligned(w) ||
-      !input_ok || !output_ok || batch.active == nullptr) {
+      !input_ok || !detail::decode::gemv_output_ok(Output, io, out_features) ||
+      batch.active == nullptr) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;

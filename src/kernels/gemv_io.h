@@ -76,4 +76,16 @@ struct GemvIo {
   }
 };
 
+// Whether `io` holds what `output` writes, for every GEMV launcher (the GEMV
+// and the wide GEMV): y for kStore, the residual stream for kResidualAdd, a
+// 2-byte aligned bias if any; kSiluMul: y, an even gate | up width and no
+// bias (no FFN has one).
+inline bool gemv_output_ok(GemvOutput output, const GemvIo& io, int out_features) {
+  if (output == GemvOutput::kSiluMul) {
+    return io.y != nullptr && io.bias == nullptr && out_features % 2 == 0;
+  }
+  return (output == GemvOutput::kStore ? io.y != nullptr : io.residual != nullptr) &&
+         reinterpret_cast<std::uintptr_t>(io.bias) % 2 == 0;
+}
+
 }  // namespace baton::detail::decode

@@ -22,8 +22,7 @@ using detail::decode::WideGemvShared;
 // of them.
 template <class T, GemvOutput Output, int NT>
 __global__ void __launch_bounds__(kWideThreads, 2)
-    wide_gemv_kernel(const T* w, int out_features, int in_features, GemvIo io,
-                     DecodeBatch batch) {
+    wide_gemv_kernel(const T* w, int out_features, int in_features, GemvIo io, DecodeBatch batch) {
   __shared__ WideGemvShared<NT> shared;
   wide_gemv_body<T, Output, NT>(w, out_features, in_features, io, batch,
                                 {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)},
@@ -41,8 +40,8 @@ cudaError_t launch(const T* w, int out_features, int in_features, const GemvIo& 
   const int split = wide_gemv_split(row_blocks, in_features);
   const auto go = [&](auto kernel, int positions) {
     const dim3 grid(row_blocks, (batch.capacity + positions - 1) / positions, split);
-    return launch_clustered_step_kernel(kernel, grid, dim3(kWideThreads), dim3(1, 1, split),
-                                        stream, w, out_features, in_features, io, batch);
+    return launch_clustered_step_kernel(kernel, grid, dim3(kWideThreads), dim3(1, 1, split), stream,
+                                        w, out_features, in_features, io, batch);
   };
   if (batch.capacity <= 2 * kMmaPositions) {
     return go(wide_gemv_kernel<T, Output, 2>, 2 * kMmaPositions);
@@ -60,8 +59,7 @@ cudaError_t launch_output(GemvOutput output, const T* w, int out_features, int i
     case GemvOutput::kStore:
       return launch<T, GemvOutput::kStore>(w, out_features, in_features, io, batch, stream);
     case GemvOutput::kResidualAdd:
-      return launch<T, GemvOutput::kResidualAdd>(w, out_features, in_features, io, batch,
-                                                 stream);
+      return launch<T, GemvOutput::kResidualAdd>(w, out_features, in_features, io, batch, stream);
     case GemvOutput::kSiluMul:
       return launch<T, GemvOutput::kSiluMul>(w, out_features, in_features, io, batch, stream);
   }
@@ -74,17 +72,14 @@ int WideGemvSplit(GemvOutput output, int out_features, int in_features) {
   return wide_gemv_split(wide_row_blocks(output, out_features), in_features);
 }
 
-cudaError_t EnqueueWideGemv(DecoderDType dtype, GemvOutput output, const void* w,
-                            int out_features, int in_features, const GemvIo& io,
-                            DecodeBatch batch, cudaStream_t stream) {
-  const bool silu = output == GemvOutput::kSiluMul;
-  const bool output_ok =
-      silu ? io.y != nullptr && io.bias == nullptr && out_features % 2 == 0
-           : (output == GemvOutput::kStore ? io.y != nullptr : io.residual != nullptr) &&
-                 reinterpret_cast<std::uintptr_t>(io.bias) % 2 == 0;
-  const bool known = output == GemvOutput::kStore || output == GemvOutput::kResidualAdd || silu;
+cudaError_t EnqueueWideGemv(DecoderDType dtype, GemvOutput output, const void* w, int out_features,
+                            int in_features, const GemvIo& io, DecodeBatch batch,
+                            cudaStream_t stream) {
+  const bool known = output == GemvOutput::kStore || output == GemvOutput::kResidualAdd ||
+                     output == GemvOutput::kSiluMul;
   if (!known || out_features < 1 || in_features < 1 || in_features % kVector != 0 || w == nullptr ||
-      !aligned(w) || io.x == nullptr || !aligned(io.x) || !output_ok || batch.active == nullptr) {
+      !aligned(w) || io.x == nullptr || !aligned(io.x) ||
+      !detail::decode::gemv_output_ok(output, io, out_features) || batch.active == nullptr) {
     return cudaErrorInvalidValue;
   }
   if (batch.capacity == 0) return cudaSuccess;
@@ -93,8 +88,8 @@ cudaError_t EnqueueWideGemv(DecoderDType dtype, GemvOutput output, const void* w
       return launch_output(output, static_cast<const __half*>(w), out_features, in_features, io,
                            batch, stream);
     case DecoderDType::kBFloat16:
-      return launch_output(output, static_cast<const __nv_bfloat16*>(w), out_features,
-                           in_features, io, batch, stream);
+      return launch_output(output, static_cast<const __nv_bfloat16*>(w), out_features, in_features,
+                           io, batch, stream);
   }
   return cudaErrorInvalidValue;
 }

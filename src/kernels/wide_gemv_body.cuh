@@ -44,12 +44,12 @@ namespace baton::detail::decode {
 
 inline constexpr int kWideWarps = 8;
 inline constexpr int kWideThreads = kWideWarps * 32;
-inline constexpr int kWideRows = kWideWarps * kMmaRows;  // weight rows a block owns
-inline constexpr int kWideChunkBlocks = 4;               // k-blocks of kMmaK per staged chunk
+inline constexpr int kWideRows = kWideWarps * kMmaRows;      // weight rows a block owns
+inline constexpr int kWideChunkBlocks = 4;                   // k-blocks of kMmaK per staged chunk
 inline constexpr int kWideChunk = kWideChunkBlocks * kMmaK;  // 128 elements
-inline constexpr int kWideStride = kWideChunk + 32;  // a staged row: 320 bytes, 64 mod 128
-inline constexpr int kWideMaxSplit = 8;               // blocks of a cluster (portable size)
-inline constexpr int kWideTargetBlocks = 264;         // two per SM of an H100/H200: one wave
+inline constexpr int kWideStride = kWideChunk + 32;          // a staged row: 320 bytes, 64 mod 128
+inline constexpr int kWideMaxSplit = 8;                      // blocks of a cluster (portable size)
+inline constexpr int kWideTargetBlocks = 264;                // two per SM of an H100/H200: one wave
 
 // Output features a block writes: 128, or 64 gate|up pairs for kSiluMul
 // (warp w's mma rows 0-7 are gate rows, 8-15 the matching up rows).
@@ -57,8 +57,7 @@ inline constexpr int kWideTargetBlocks = 264;         // two per SM of an H100/H
   return output == GemvOutput::kSiluMul ? kWideRows / 2 : kWideRows;
 }
 
-[[nodiscard]] BATON_HOST_DEVICE constexpr int wide_row_blocks(GemvOutput output,
-                                                              int out_features) {
+[[nodiscard]] BATON_HOST_DEVICE constexpr int wide_row_blocks(GemvOutput output, int out_features) {
   const int outputs = output == GemvOutput::kSiluMul ? out_features / 2 : out_features;
   return (outputs + wide_block_outputs(output) - 1) / wide_block_outputs(output);
 }
@@ -168,10 +167,10 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       const int k = k0 + (v % kVectorsPerRow) * kVector;
       if (v < P * kVectorsPerRow) {
         const bool valid = p0 + pos < active && k < k_end;
-        cp_async_16(static_cast<unsigned>(__cvta_generic_to_shared(
-                        &shared.stage[chunk & 1][pos * (kWideStride / kVector) +
-                                                 v % kVectorsPerRow])),
-                    valid ? x + (p0 + pos) * std::size_t(in_features) + k : x, valid);
+        cp_async_16(
+            static_cast<unsigned>(__cvta_generic_to_shared(
+                &shared.stage[chunk & 1][pos * (kWideStride / kVector) + v % kVectorsPerRow])),
+            valid ? x + (p0 + pos) * std::size_t(in_features) + k : x, valid);
       }
     }
     cp_async_commit();
@@ -196,7 +195,8 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       if (kb_begin + chunk * kWideChunkBlocks + j < kb_end) {  // uniform across the block
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint4 xv = staged[((nt * kMmaPositions + g) * kWideStride + j * kMmaK) / kVector + c];
+          const uint4 xv =
+              staged[((nt * kMmaPositions + g) * kWideStride + j * kMmaK) / kVector + c];
           mma_16816<T>(d[nt], wa[j].x, wb[j].x, wa[j].y, wb[j].y, xv.x, xv.y);
           mma_16816<T>(d[nt], wa[j].z, wb[j].z, wa[j].w, wb[j].w, xv.z, xv.w);
         }
@@ -256,10 +256,10 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
       const int m = first_row / kMmaRows + pair / 8, gg = pair % 8;
       const int out = block_out0 + m * 8 + gg;
       if (out < half && p0 + pos < active) {
-        const float gate = Storage<T>::load(
-            Storage<T>::store(total((m * kMmaRows + gg) * kTileStride + pos)));
-        const float up = Storage<T>::load(
-            Storage<T>::store(total((m * kMmaRows + gg + 8) * kTileStride + pos)));
+        const float gate =
+            Storage<T>::load(Storage<T>::store(total((m * kMmaRows + gg) * kTileStride + pos)));
+        const float up =
+            Storage<T>::load(Storage<T>::store(total((m * kMmaRows + gg + 8) * kTileStride + pos)));
         store(static_cast<T*>(io.y), (p0 + pos) * std::size_t(half) + out, silu_mul(gate, up));
       }
     }
