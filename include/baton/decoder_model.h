@@ -152,9 +152,10 @@ struct DecoderModelOptions {
   DecoderGemm gemm = DecoderGemm::kAuto;
   std::uint32_t auto_gemv_max_bucket = 8;   // DecoderGemm::kAuto: largest bucket on the GEMV
   // DecoderGemm::kAuto: largest decode bucket on Baton's wide GEMV, above
-  // auto_gemv_max_bucket (0: none, cuBLASLt there; at most 64). Off by
-  // default until its step has been measured beside cuBLASLt's on a GPU.
-  std::uint32_t auto_wide_gemv_max_bucket = 0;
+  // auto_gemv_max_bucket (0: none, cuBLASLt there; at most 64). 16: on an
+  // H100 its Llama-3.2-1B step beat cuBLASLt's at b16 (1370 against 1545 us)
+  // and lost at b32 and b64 (results/h100-2026-11-27-wide-gemv.json).
+  std::uint32_t auto_wide_gemv_max_bucket = 16;
   SamplingParams sampling{0.0f, 0};         // requests' default; temperature <= 0: greedy
   std::uint32_t step_clock_size = 1 << 16;  // power of two: step end stamps kept
   // The token stream (ReadStream): each entry's newest this many generated

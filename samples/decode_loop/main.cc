@@ -76,14 +76,14 @@ ABSL_FLAG(int, max_chunk_tokens, 0,
 ABSL_FLAG(int, new_tokens, 128, "tokens generated per request (no stop token)");
 ABSL_FLAG(int, requests_per_slot, 3, "requests per scenario = batch * this (continuous batching)");
 ABSL_FLAG(std::string, gemm, "auto",
-          "projections: cublaslt, gemv (Baton's batch-invariant GEMV with the norms and residual "
-          "adds fused in), or auto (gemv for buckets up to 8, cublaslt above)");
-ABSL_FLAG(int, wide_gemv_max_bucket, 0,
-          "--gemm=auto: Baton's wide GEMV for decode buckets above 8 up to this (at most 64; "
-          "DecoderModelOptions::auto_wide_gemv_max_bucket), cublaslt above it; 0: none");
+          "projections: cublaslt, gemv (Baton's batch-invariant GEMV, norms and residual adds "
+          "fused in), or auto (gemv to --gemv_max_bucket, wide GEMV to the next, then cublaslt)");
+ABSL_FLAG(int, gemv_max_bucket, baton::DecoderModelOptions{}.auto_gemv_max_bucket,
+          "--gemm=auto: the GEMV's largest bucket (auto_gemv_max_bucket)");
+ABSL_FLAG(int, wide_gemv_max_bucket, baton::DecoderModelOptions{}.auto_wide_gemv_max_bucket,
+          "--gemm=auto: the wide GEMV's largest bucket (at most 64; auto_wide_gemv_max_bucket)");
 ABSL_FLAG(std::string, dtype, "",
-          "weights and activations: fp16 or bf16 (default: fp16 for --models, the checkpoint's "
-          "own for --checkpoint)");
+          "weights and activations: fp16 or bf16 (default: fp16; --checkpoint: the checkpoint's)");
 ABSL_FLAG(double, temperature, 0.0, "sampling temperature (0: greedy)");
 ABSL_FLAG(int, repeats, 5, "timed runs per driver after one warm-up (medians reported)");
 ABSL_FLAG(std::uint64_t, soak_steps, 0,
@@ -263,6 +263,7 @@ absl::StatusOr<DecoderModelOptions> ModelOptionsFor(const Scenario& scenario,
   options.max_chunk_tokens = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_max_chunk_tokens));
   options.max_requests = max_requests;
   options.gemm = GemmOf(absl::GetFlag(FLAGS_gemm));
+  options.auto_gemv_max_bucket = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_gemv_max_bucket));
   options.auto_wide_gemv_max_bucket =
       static_cast<std::uint32_t>(absl::GetFlag(FLAGS_wide_gemv_max_bucket));
   options.sampling = SamplingParams{static_cast<float>(absl::GetFlag(FLAGS_temperature)),
@@ -529,14 +530,16 @@ absl::Status Run(Report& report) {
            {"engines", absl::GetFlag(FLAGS_engines)}}) {
     report.SetParam(key, value);
   }
-  report.SetParam("prompt_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_prompt_tokens)));
-  report.SetParam("wide_gemv_max_bucket",
-                  static_cast<std::int64_t>(absl::GetFlag(FLAGS_wide_gemv_max_bucket)));
-  report.SetParam("new_tokens", static_cast<std::int64_t>(absl::GetFlag(FLAGS_new_tokens)));
-  report.SetParam("requests_per_slot",
-                  static_cast<std::int64_t>(absl::GetFlag(FLAGS_requests_per_slot)));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"prompt_tokens", absl::GetFlag(FLAGS_prompt_tokens)},
+           {"gemv_max_bucket", absl::GetFlag(FLAGS_gemv_max_bucket)},
+           {"wide_gemv_max_bucket", absl::GetFlag(FLAGS_wide_gemv_max_bucket)},
+           {"new_tokens", absl::GetFlag(FLAGS_new_tokens)},
+           {"requests_per_slot", absl::GetFlag(FLAGS_requests_per_slot)},
+           {"repeats", absl::GetFlag(FLAGS_repeats)}}) {
+    report.SetParam(key, value);
+  }
   report.SetParam("temperature", absl::GetFlag(FLAGS_temperature));
-  report.SetParam("repeats", static_cast<std::int64_t>(absl::GetFlag(FLAGS_repeats)));
   if (!checkpoint.empty()) report.SetParam("checkpoint", checkpoint);
   if (absl::GetFlag(FLAGS_soak_steps) > 0) {
     SoakOptions soak;

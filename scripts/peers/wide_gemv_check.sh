@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The wide GEMV's first GPU call (docs/wide-gemv.md), on a lent H100/H200 from the repository root with
-# build/bin unpacked (scripts/pack_bin.sh): its tests and the decoder tests it touches, decode_loop on the
-# Llama-3.2-1B preset at b16/32/64 with the wide GEMV on (--wide_gemv_max_bucket 64) beside cuBLASLt in the
-# same call, and parity with transformers at b32 with it on. Logs and JSON go to OUT_DIR; the last lines are
-# the tests' verdicts and both decode_loop tables. About 6-8 minutes on an H100.
+# The wide GEMV's check (docs/wide-gemv.md has its first results), on a lent H100/H200 from the
+# repository root with build/bin unpacked (scripts/pack_bin.sh): its tests and the decoder tests it
+# touches, decode_loop on the Llama-3.2-1B preset at b16/32/64 with the wide GEMV on every bucket to 64
+# (--wide_gemv_max_bucket 64) beside cuBLASLt in the same call, and parity with transformers at b32 with
+# it on. Logs and JSON go to OUT_DIR; the last lines are the tests' verdicts and both decode_loop tables.
+# About 3 minutes on an H100 (2026-11-27).
 #
 #   scripts/peers/wide_gemv_check.sh OUT_DIR
 set -uo pipefail

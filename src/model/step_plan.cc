@@ -147,7 +147,7 @@ class PlanBuilder {
 // reads early); early launches after the O, down and logits projections
 // measured no gain, and one after the down projection cost 1 us.
 //
-// `wide`: the wide GEMV's plan (buckets of 9-64 sequences under kAuto, whose
+// `wide`: the wide GEMV's plan (kAuto's buckets above auto_gemv_max_bucket, whose
 // tokens already depend on the bucket): the same outputs fused, every norm a
 // row kernel (the wide GEMV reads plain inputs: each of its blocks owns
 // every position, so a fused norm would recompute every position's scale

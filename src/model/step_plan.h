@@ -97,7 +97,7 @@ enum class PlanPath : std::uint32_t {
   kGemv = 0,       // Baton's GEMV, norms and residual adds fused in (batch invariant)
   kCublasLt = 1,   // cuBLASLt projections, row kernels around them (graph path only)
   kBatonGemm = 2,  // Baton's tensor-core GEMM in cuBLASLt's place (row invariant; every engine)
-  kWideGemv = 3,   // Baton's wide GEMV for buckets of 9-64 sequences (graph path only)
+  kWideGemv = 3,   // Baton's wide GEMV for kAuto's middle buckets (graph path only)
 };
 
 // The step for `config`: step begin, then per layer the attention block
