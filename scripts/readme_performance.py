@@ -88,8 +88,8 @@ def _has_ncu(path):
 
 
 def peers_block(prefixes):
-    """One part per model, one table: each GPU's run's peers file for it (results/<prefix>-peers-<model>),
-    else the GPU's newest."""
+    """One part per model, one table: each GPU's newest peers file for it (by its 'date', then its name), or the
+    run's own (results/<prefix>-peers-<model>) where that is as new."""
     b = inputs.Block("peers")
     gpus = [inputs.gpu_of(p)[0] for p in prefixes]
     by_model = {}
@@ -97,8 +97,9 @@ def peers_block(prefixes):
         models_ = sorted({p.name.split("-peers-")[1] for p in inputs.RESULTS.glob(f"{g}-*-peers-*.json")})
         for model in models_:
             own = inputs.RESULTS / f"{prefix}-peers-{model}"
-            by_model.setdefault(model, []).append(own if own.exists() else
-                                                  inputs.newest_file(g, f"*-peers-{model}"))
+            newest = inputs.newest_file(g, f"*-peers-{model}")
+            newer = inputs._run_time([newest]) > inputs._run_time([own]) if own.exists() else True
+            by_model.setdefault(model, []).append(newest if newer else own)
     parts = []
     # The README's model first (its files carry the split and ncu notes), then the others, compact.
     for i, (model, paths) in enumerate(sorted(by_model.items(), key=lambda kv: (kv[0] != "llama-3.2-1b.json", kv[0]))):

@@ -45,13 +45,17 @@ def baton_rows(path: pathlib.Path, model: str) -> tuple[list[dict[str, Any]], di
     report = json.loads(path.read_text())
     rows, floors, engines = [], {}, set()
     params = report.get("params", {})
-    # --gemm auto with the wide GEMV on (decode_loop --wide_gemv_max_bucket) names it in each row's gemm.
+    # --gemm auto names the path each batch ran: Baton's GEMV up to --gemv_max_bucket (8 before the flag
+    # existed), the wide GEMV up to --wide_gemv_max_bucket, then cuBLASLt.
     gemm = params.get("gemm")
+    narrow = int(params.get("gemv_max_bucket", 8))
     wide = int(params.get("wide_gemv_max_bucket") or 0)
-    if gemm == "auto" and wide > 0:
-        gemm = f"auto --wide_gemv_max_bucket {wide}"
     for r in report["rows"]:
         batch = int(re.search(r"\bb(\d+)$", r["scenario"]).group(1))
+        path = gemm
+        if gemm == "auto":
+            path = ("auto: GEMV" if batch <= narrow else "auto: wide GEMV" if batch <= wide
+                    else "auto: cuBLASLt")
         if r["driver"].endswith(BOUND_SUFFIX):
             floors[batch] = r["hbm_floor_us"]
         # decode_loop names its engines "Baton ..."; the host loop and the bound get the prefix here.
@@ -64,12 +68,13 @@ def baton_rows(path: pathlib.Path, model: str) -> tuple[list[dict[str, Any]], di
         # while continuous batching refills slots); the replays' row has none: batch per step.
         tokens_per_s = r.get("tokens_per_s", batch * 1e6 / r["step_us"])
         row = {"model": model, "batch": batch, "driver": driver, "us_per_step": round(r["step_us"], 1),
-               "tokens_per_s": round(tokens_per_s, 1), "gemm": gemm}
+               "tokens_per_s": round(tokens_per_s, 1), "gemm": path}
         for key in ("overhead_us", "same_tokens", "p50_us", "p99_us"):
             if r.get(key) is not None:
                 row[key] = r[key]
         rows.append(row)
-    info = {"device": report.get("device"), "copy_bandwidth_GBps": params.get("copy_bandwidth_GBps"),
+    info = {"date": report.get("date"), "device": report.get("device"),
+            "copy_bandwidth_GBps": params.get("copy_bandwidth_GBps"),
             "read_bandwidth_GBps": params.get("read_bandwidth_GBps"), "floors": floors,
             "engines": engines}
     return rows, info
