@@ -13,7 +13,7 @@ if(NOT TARGET CUDA::cudadevrt)
   set_target_properties(CUDA::cudadevrt PROPERTIES IMPORTED_LOCATION "${BATON_CUDADEVRT_LIBRARY}")
 endif()
 
-# CUDA 13 keeps CCCL (CUB, libcu++, Thrust) under include/cccl, which CMake 3.25
+# CUDA 13 keeps CCCL (CUB, libcu++, Thrust) under <toolkit>/include/cccl, which CMake 3.25
 # does not add for host code; the toolkit's own CCCL package config does.
 find_package(CCCL CONFIG REQUIRED
   HINTS "${CUDAToolkit_LIBRARY_DIR}/cmake/cccl" "${CUDAToolkit_LIBRARY_ROOT}/lib64/cmake/cccl")

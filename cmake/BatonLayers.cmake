@@ -73,7 +73,7 @@ function(baton_check_public_headers)
 endfunction()
 
 # A program may hold only one device link that uses the device runtime
-# (docs/DESIGN.md: the second one's dynamic-parallelism launches fail with
+# (docs/cuda-facts.md, D3: the second one's dynamic-parallelism launches fail with
 # cudaErrorInvalidResourceHandle). Libraries that carry one say so with the
 # target property BATON_DEVICE_LINK; this fails the configure when
 # `executable` links two of them.
@@ -117,6 +117,6 @@ function(baton_check_device_links executable)
   if(count GREATER 1)
     list(JOIN links ", " text)
     message(FATAL_ERROR "${executable} links two device links that use the device runtime "
-                        "(${text}); a program may hold only one (docs/DESIGN.md)")
+                        "(${text}); a program may hold only one (docs/cuda-facts.md, D3)")
   endif()
 endfunction()

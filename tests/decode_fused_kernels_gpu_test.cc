@@ -2,7 +2,7 @@
 // table (support/fused_harness.h runs it): each case names the fused
 // launcher, the sequence of separate launchers, the buffers to draw, and
 // which outputs must be bit-identical (what the kernel's contract in
-// baton/decode_kernels.h promises) and which only within the tolerances of
+// kernels/decode_kernels.h promises) and which only within the tolerances of
 // support/kernel_harness.h (the RMSNorm fused into the GEMV sums the squares
 // in another order, so its normed input may differ in the last bit). Each
 // (case, shape, dtype) is a test of its own; where a case has a CPU

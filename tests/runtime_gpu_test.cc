@@ -317,7 +317,7 @@ TEST_F(RuntimeFailureTest, SchedulerOutsideAGraphIsRefused) {
 // scheduler's tail launch of the same bucket graph fail: the failure surfaces
 // as a Status naming it, the loop stops for good, and Abort hands back every
 // item, so none is lost. Tail-launch engine only: a device launch inside a
-// conditional body hangs (docs/DESIGN.md).
+// conditional body hangs (docs/cuda-facts.md, C1).
 TEST_F(RuntimeFailureTest, SelfLaunchLimitHitOnPurposeIsAStatusAndLosesNoWork) {
   BATON_ASSERT_OK_AND_ASSIGN(auto flag, DeviceBuffer<std::uint32_t>::Create(1));
   BATON_ASSERT_OK_AND_ASSIGN(auto runs, DeviceBuffer<std::uint32_t>::Create(16));

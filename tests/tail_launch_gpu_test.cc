@@ -127,7 +127,7 @@ TEST_F(TailLaunchTest, SelfRelaunchingSchedulerRunsExactlyNSteps) {
   ExpectPattern();
 }
 
-// DESIGN.md: a kernel that device-launches a graph must itself run inside a
+// docs/cuda-facts.md G2: a kernel that device-launches a graph must itself run inside a
 // graph; launched with <<<>>> it is refused and never runs.
 TEST_F(TailLaunchTest, SchedulerLaunchedOutsideAGraphIsRefusedAndRunsNothing) {
   BATON_ASSERT_OK_AND_ASSIGN(GraphExec step, CaptureStep());

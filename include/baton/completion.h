@@ -1,7 +1,7 @@
 // Completions: what the device reports to the host when it retires work, and
 // the layout of the mailbox they travel through. Shared by host and device
-// code; no Abseil, no device intrinsics (baton/completion_mailbox.cuh has the
-// device side, baton/completion_mailbox.h the host side).
+// code; no Abseil, no device intrinsics (src/completion/completion_mailbox.cuh
+// has the device side, src/completion/completion_mailbox.h the host side).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Conditional graphs (the conditional engine): IF, IF/ELSE, WHILE and SWITCH
 // nodes whose bodies are filled by stream capture or by nested sections.
 //
-// Measured on CUDA 13.0 (docs/DESIGN.md): device-launch instantiation
+// Measured on CUDA 13.0 (docs/cuda-facts.md, G1 and C1): device-launch instantiation
 // refuses conditional nodes, and a conditional body that device-launches a
 // graph hangs. So a conditional graph is its own type, ConditionalGraph,
 // launched only from the host; it never converts to a DeviceGraph, the bucket

@@ -1,6 +1,6 @@
 // cuBLASLt linear layers for step graphs: Y = act(X · Wᵀ + bias), row-major,
 // with the algorithm chosen once and an explicit workspace, so a capture holds
-// only kernel nodes and certifies for device launch (docs/DESIGN.md:
+// only kernel nodes and certifies for device launch (docs/cuda-facts.md, G8:
 // without a workspace cuBLAS may add allocation nodes, which are not
 // device-launchable).
 #pragma once

@@ -1,6 +1,6 @@
 // Device-side graph launches with the failure recorded, never ignored.
 //
-// Measured on CUDA 13.0 (docs/DESIGN.md): device cudaGraphLaunch works
+// Measured on CUDA 13.0 (docs/cuda-facts.md, G2 and G4): device cudaGraphLaunch works
 // only from a kernel that itself runs inside a graph, and exceeding the pending
 // launch limits returns cudaErrorInvalidValue at once. A scheduler must then
 // stop and let the host see why, so every launch goes through these helpers.

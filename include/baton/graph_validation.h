@@ -4,7 +4,7 @@
 // the fix, so nothing that would hang the GPU or poison the context is ever
 // instantiated.
 //
-// Measured on CUDA 13.0 (docs/DESIGN.md): a graph instantiated for device
+// Measured on CUDA 13.0 (docs/cuda-facts.md, G1): a graph instantiated for device
 // launch may hold only kernel, memcpy, memset and child-graph nodes; conditional
 // nodes belong to host-launched graphs (the conditional engine).
 #pragma once

@@ -23,11 +23,11 @@ namespace baton {
 [[nodiscard]] bool IsStickyCudaError(cudaError_t error);
 
 // "cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of memory) at
-// src/host/foo.cc:42". OkStatus for cudaSuccess.
+// src/<layer>/<file>.cc:42". OkStatus for cudaSuccess.
 [[nodiscard]] absl::Status CudaStatus(cudaError_t error, absl::string_view call,
                                       absl::string_view file, int line);
 
-// Trims an absolute __FILE__ to the project-relative part ("src/host/x.cc").
+// Trims an absolute __FILE__ to the project-relative part ("src/<layer>/<file>.cc").
 [[nodiscard]] absl::string_view ProjectRelativePath(absl::string_view file);
 
 }  // namespace baton

@@ -2,7 +2,7 @@
 // every node, instantiate for device launch and upload. The result, a
 // DeviceGraph, is the only thing Baton ever writes to device memory as a graph
 // handle: device-launching a graph that was not instantiated for device launch
-// poisons the CUDA context (docs/DESIGN.md), so the certificate is a type.
+// poisons the CUDA context (docs/cuda-facts.md, G6), so the certificate is a type.
 #pragma once
 
 #include <cuda_runtime_api.h>

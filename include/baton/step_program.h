@@ -32,7 +32,7 @@ struct StepContext {
 // A step the dynamic-parallelism engine launches from device code. Device
 // code can launch only kernels linked into its own device link, and a
 // program may hold only one device link that uses the device runtime
-// (docs/DESIGN.md), so a device step comes from a library that compiled
+// (docs/cuda-facts.md, D3), so a device step comes from a library that compiled
 // Baton's dynamic-parallelism scheduler together with its step kernels
 // (engines/dp_scheduler.cuh): the decoder model is one (DecoderModel::
 // MakeStepProgram); launch_comparison's synthetic step, a benchmark fixture,

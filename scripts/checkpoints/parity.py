@@ -13,7 +13,7 @@ Baton's sequences, teacher-forced, and compare:
   as max|baton - ref| / max|ref| over the vocabulary.
 
     scripts/checkpoints/parity.py --presets tiny-llama3,llama-3.2-1b --batches 1,8 \\
-        --work /tmp/parity --out results/h100-2026-11-24-parity.json
+        --work /tmp/parity --out results/h100-<date>-parity.json
     scripts/checkpoints/parity.py --compare-only /tmp/parity/tiny-llama3.baton --out r.json
     scripts/checkpoints/parity.py --self-test --presets tiny-llama3 --device cpu
 
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--presets", default="tiny-llama3", help="comma-separated presets (make_checkpoint.py --list)")
     parser.add_argument("--batches", default="1,8", help="batch sizes for decode_loop --batches")
     parser.add_argument("--work", default="/tmp/baton-parity", help="checkpoints and dumps go here (reused)")
-    parser.add_argument("--out", help="write the report JSON here (e.g. results/h100-DATE-parity.json)")
+    parser.add_argument("--out", help="write the report JSON here (e.g. results/h100-<date>-parity.json)")
     parser.add_argument("--baton", default="build/bin/decode_loop", help="decode_loop binary")
     parser.add_argument("--engines", default=DEFAULT_BATON_FLAGS["engines"])
     parser.add_argument("--gemm", default=DEFAULT_BATON_FLAGS["gemm"])

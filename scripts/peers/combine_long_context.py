@@ -15,7 +15,7 @@ peer row skipped for memory is listed under skipped. Both inputs' params and
 devices are kept under "baton" and "peers".
 
     scripts/peers/combine_long_context.py --baton $OUT/long-context.json --peer $OUT/long-context-peer.json \\
-        --out results/h100-2026-11-26-long-context-llama-3.2-1b.json
+        --out results/h100-<date>-long-context-llama-3.2-1b.json
     scripts/peers/combine_long_context.py --baton b.json --peer p-b1.json p-b8.json --out /tmp/x.json
 """
 from __future__ import annotations

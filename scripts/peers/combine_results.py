@@ -8,7 +8,7 @@ of the measured copy and read bandwidths), the targets with whether each is met,
 b1 step's kernel breakdown (an ncu --csv of one step, summed by kernel and launch shape).
 
     scripts/peers/combine_results.py --model llama-3.2-1b --baton dl-b1b8.json dl-b32.json \\
-        --peers peers.json --ncu ncu-b1.csv --out results/h200-DATE-peers-llama-3.2-1b.json
+        --peers peers.json --ncu ncu-b1.csv --out results/h200-<date>-peers-llama-3.2-1b.json
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 """Merges `python -m baton bench --json` and `serve_peers.py --json` (one trace, one GPU, one call) into
 results/<gpu>-<date>-serve-<model>.json and plots latency against load.
 
-    scripts/peers/combine_serve.py BATON.json PEERS.json --model llama-3.2-1b --out results/X.json --plot X.png
+    scripts/peers/combine_serve.py BATON.json PEERS.json --model llama-3.2-1b \\
+        --out results/h100-<date>-serve-llama-3.2-1b.json --plot serve.png
 """
 from __future__ import annotations
 

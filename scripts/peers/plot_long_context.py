@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PNG plot from a combine_long_context.py file (results/<gpu>-<date>-long-context-<model>.json).
 
-    scripts/peers/plot_long_context.py --json results/h100-DATE-long-context-llama-3.2-1b.json \\
+    scripts/peers/plot_long_context.py --json results/h100-<date>-long-context-llama-3.2-1b.json \\
         --out docs/long-context-llama-3.2-1b.png
 
 µs per decode step against context (log2 axis), one panel per batch: a line for each of Baton's

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PNG plot from a combine_prefill.py file (results/<gpu>-<date>-prefill-<model>.json).
 
-    scripts/peers/plot_prefill.py results/h100-DATE-prefill-llama-3.2-1b.json --out-dir docs
+    scripts/peers/plot_prefill.py results/h100-<date>-prefill-llama-3.2-1b.json --out-dir docs
 
 writes <out-dir>/prefill-<model>-ttft.png: time to first token against prompt tokens, log-log,
 one panel per batch (1 and 8, or --batches), a line per driver (Baton's drivers solid, the

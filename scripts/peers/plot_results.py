@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PNG plots from a combine_results.py file (results/<gpu>-<date>-peers-<model>.json).
 
-    scripts/peers/plot_results.py results/h200-DATE-peers-llama-3.2-1b.json --out-dir docs
+    scripts/peers/plot_results.py results/h200-<date>-peers-llama-3.2-1b.json --out-dir docs
 
 writes <out-dir>/peers-<model>-tokens.png (tokens/s against batch for Baton's best engine, its host
 loop, each PyTorch peer and the HBM floor) and, when the file has the b1 kernel breakdown,

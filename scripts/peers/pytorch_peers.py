@@ -27,7 +27,7 @@ before timing, medians over --repeats, torch.backends defaults:
 
     scripts/peers/pytorch_peers.py --self-test
     scripts/peers/pytorch_peers.py --checkpoint /tmp/parity/llama-3.2-1b --batches 1,8,32 \\
-        --json results/h100-DATE-pytorch-peers.json
+        --json results/h100-<date>-pytorch-peers.json
     scripts/peers/pytorch_peers.py --preset llama-3.2-1b --work /tmp/peers --prompts-from /tmp/parity/x.baton.json
 
 Before timing, the decoder is checked against transformers (float32, eager,

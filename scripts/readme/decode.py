@@ -140,7 +140,7 @@ def decode_part(b, prefix):
            f"({p['prompt_tokens']}-token prompts, {p['new_tokens']} new tokens, greedy), continuously batched, "
            "driven by a host loop (schedule, copy the step's arguments, launch the bucket's CUDA graph, "
            "synchronize: every step, as PyTorch/vLLM-style loops do) and by each Baton engine; the kernel-level "
-           "choices are in `docs/DESIGN.md`. Models "
+           "choices are in `docs/DESIGN.md` and the CUDA facts they rest on in `docs/cuda-facts.md`. Models "
            f"(`samples/decode_loop/presets.h`): {series(presets, '; ')}. **Timing:** the device's step clock "
            "(the global timer at every step end: each run's mean step and p50/p99), medians of "
            f"{p['repeats']} runs after a warm-up run; tokens/s from the host wall clock; " + _bound_timing(d) +
@@ -167,9 +167,8 @@ def decode_part(b, prefix):
             break
     notes.append(_targets(d))
     out += [" ".join(n for n in notes if n), ""]
-    gemv = inputs.path_of(prefix, "gemv")
-    if gemv.exists():
-        out += gemv_part(b, gemv)
+    if inputs.has(prefix, "gemv"):
+        out += gemv_part(b, inputs.path_of(prefix, "gemv"))
     out += soak_part(b, prefix)
     return out
 
@@ -225,9 +224,10 @@ def _targets(data):
 
 
 def _same_day(b, gpu, date, scenario, prefix):
-    """The best graph engine's ratio and the host loop's overhead in each decode_loop run of that GPU and day."""
+    """The best graph engine's ratio and the host loop's overhead in each decode_loop run of that GPU and day
+    (archived runs included: the day's other runs are superseded by the newest)."""
     runs = []
-    for other in sorted(inputs.prefixes("decode")):
+    for other in sorted(inputs.prefixes("decode", with_archived=True)):
         if inputs.gpu_of(other) != (gpu, date):
             continue
         data = b.json(inputs.path_of(other, "decode"))
@@ -290,7 +290,7 @@ def soak_part(b, prefix):
     rows, files = [], []
     for part in ("soak", "soak_conditional"):
         path = inputs.path_of(prefix, part)
-        if not path.exists():
+        if not inputs.has(prefix, part):
             other = inputs.newest(gpu, part)
             if other is None:
                 continue

@@ -11,13 +11,18 @@ file), or it names the sentence and the number. A number typed into a
 template therefore fails unless an input states it.
 """
 import collections
+import fnmatch
 import json
 import math
 import pathlib
 import re
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "results"
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import results_index  # noqa: E402  (scripts/results_index.py: the index of results/ this package reads)
 
 # A number as printed: 1,234 / -2.5 / 2.10e-2 / 12 (a sign only after a space,
 # '(' or '|', so "2-layer" is 2), not inside a word (H200, b1, sm_90).
@@ -180,6 +185,7 @@ SUFFIXES = {
 }
 REQUIRED = ("decode", "launch", "queue", "prep", "suite", "sanitizers")
 _PREFIX = re.compile(r"^(?P<gpu>[a-z]\d+)-(?P<date>\d{4}-\d{2}-\d{2})")
+_NAME_DATE = re.compile(r"^[a-z]\d+-(\d{4}-\d{2}-\d{2}[a-z]?)-")
 
 
 def gpu_of(prefix):
@@ -200,16 +206,58 @@ def _run_time(paths):
         if p.suffix == ".json":
             try:
                 times.append(str(json.loads(p.read_text()).get("date", "")))
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, OSError):
                 pass
     return max(times, default="")
 
 
-def prefixes(part):
-    """Every prefix that has `part`, with its GPU."""
+# --- which files are current: results/README.md, the index scripts/results_index.py writes ---------------------
+
+def index():
+    """RESULTS as its index lists it (current files, archived ones); SystemExit, naming the difference, while the
+    index is out of date with the folder. Read on every call: the self-test swaps RESULTS and rewrites files."""
+    return results_index.read(RESULTS)
+
+
+def current(glob="*"):
+    """The current results files whose names match `glob`, by name."""
+    return sorted((p for p in index().current if fnmatch.fnmatchcase(p.name, glob)), key=lambda p: p.name)
+
+
+def archived(glob="*"):
+    """The archived (superseded) results files whose names match `glob`, by name."""
+    return sorted((p for p in index().archived if fnmatch.fnmatchcase(p.name, glob)), key=lambda p: p.name)
+
+
+def order(path):
+    """Newer sorts later: the date in the name (2026-11-22 < 2026-11-22b), the file's 'date' field, the name."""
+    m = _NAME_DATE.match(path.name)
+    return (m.group(1) if m else "", _run_time([path]), path.name)
+
+
+def gpus(glob):
+    """The GPUs with a current file matching `glob`."""
+    return sorted({gpu_of(p.name)[0] for p in current(glob) if _PREFIX.match(p.name)})
+
+
+def has(prefix, part):
+    """Whether the run `prefix` has a current `part` file."""
+    name = f"{prefix}-{SUFFIXES[part]}"
+    return any(p.name == name for p in index().current)
+
+
+def path_of(prefix, part):
+    """Where the run's `part` file is: results/ if current, results/archive/ if superseded (else results/, absent)."""
+    name = f"{prefix}-{SUFFIXES[part]}"
+    idx = index()
+    return next((p for p in idx.current + idx.archived if p.name == name), RESULTS / name)
+
+
+def prefixes(part, with_archived=False):
+    """Every prefix with a current `part` file (and an archived one if `with_archived`)."""
     suffix = "-" + SUFFIXES[part]
     found = []
-    for p in RESULTS.glob("*" + suffix):
+    for p in current("*" + suffix) + (archived("*" + suffix) if with_archived else []):
         prefix = p.name[: -len(suffix)]
         if _PREFIX.match(prefix):
             found.append(prefix)
@@ -217,25 +265,25 @@ def prefixes(part):
 
 
 def newest(gpu, part, complete=False):
-    """The newest prefix of `gpu` holding `part` (and every REQUIRED part if `complete`)."""
+    """The newest prefix of `gpu` with a current `part` (and every REQUIRED part current if `complete`)."""
     best, best_time = None, ""
     for prefix in prefixes(part):
         if gpu_of(prefix)[0] != gpu:
             continue
-        if complete and not all(path_of(prefix, r).exists() for r in REQUIRED):
+        if complete and not all(has(prefix, r) for r in REQUIRED):
             continue
-        t = _run_time([path_of(prefix, k) for k in SUFFIXES if path_of(prefix, k).exists()])
+        t = _run_time([path_of(prefix, k) for k in SUFFIXES if has(prefix, k)])
         if best is None or (t, prefix) > (best_time, best):
             best, best_time = prefix, t
     return best
 
 
 def newest_complete_prefixes():
-    gpus = sorted({gpu_of(p)[0] for p in prefixes("decode")})
-    return [p for p in (newest(g, "decode", complete=True) for g in gpus) if p]
+    gpus_ = sorted({gpu_of(p)[0] for p in prefixes("decode")})
+    return [p for p in (newest(g, "decode", complete=True) for g in gpus_) if p]
 
 
-def newest_file(gpu, glob):
-    """The newest results/<gpu>-<glob> file (by its 'date' field, then its name)."""
-    files = list(RESULTS.glob(f"{gpu}-{glob}"))
-    return max(files, key=lambda p: (_run_time([p]), p.name), default=None)
+def newest_file(gpu, glob, with_archived=False):
+    """The newest results/<gpu>-<glob> file the index lists as current (or archived too), by order()."""
+    files = current(f"{gpu}-{glob}") + (archived(f"{gpu}-{glob}") if with_archived else [])
+    return max(files, key=order, default=None)

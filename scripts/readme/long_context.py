@@ -18,8 +18,7 @@ COLUMNS = [
 
 def files():
     """Each GPU's newest long-context file (by its 'date', then its name)."""
-    gpus = sorted({inputs.gpu_of(p.name)[0] for p in inputs.RESULTS.glob(GLOB) if inputs._PREFIX.match(p.name)})
-    return [inputs.newest_file(g, GLOB) for g in gpus]
+    return [inputs.newest_file(g, GLOB) for g in inputs.gpus(GLOB)]
 
 
 def long_context_block():

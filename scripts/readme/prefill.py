@@ -35,9 +35,7 @@ REQUEST_PROMPT = 1000  # the request table's prompt length (the targets')
 
 def files():
     """Each GPU's newest prefill file (by its 'date', then its name)."""
-    gpus = sorted({inputs.gpu_of(p.name)[0] for p in inputs.RESULTS.glob("*-prefill-*.json")
-                   if inputs._PREFIX.match(p.name)})
-    return [inputs.newest_file(g, "*-prefill-*.json") for g in gpus]
+    return [inputs.newest_file(g, "*-prefill-*.json") for g in inputs.gpus("*-prefill-*.json")]
 
 
 def _ms(x):
@@ -206,6 +204,7 @@ def self_test(markers, place):
         inputs.RESULTS = pathlib.Path(tmp)
         try:
             _fake_files(inputs.RESULTS)
+            inputs.results_index.write(inputs.RESULTS)  # the index the block reads its files from
             b, body = prefill_block()
             body = wrap(body)
             problems = b.check(body)
@@ -223,8 +222,18 @@ def self_test(markers, place):
             placed = place(readme, "prefill", body)
             if "stale" in placed or not placed.endswith(f"{end}\n\nrest\n") or body not in placed:
                 failures.append("place() did not replace the block between its markers")
+            # A file the index does not list: the block must refuse to read a stale index.
+            stray = inputs.RESULTS / "h100-2026-11-30-prefill-llama-3.2-1b.json"
+            stray.write_text((inputs.RESULTS / "h100-2026-11-24-prefill-llama-3.2-1b.json").read_text())
+            try:
+                prefill_block()
+                failures.append("a file missing from results/README.md, yet the block rendered")
+            except SystemExit as e:
+                if "out of date" not in str(e):
+                    failures.append(f"a stale index stopped the block with another message: {e}")
             for path in list(inputs.RESULTS.glob("*.json")):
                 path.unlink()
+            inputs.results_index.write(inputs.RESULTS)
             try:
                 prefill_block()
                 failures.append("no prefill file, yet the block rendered")

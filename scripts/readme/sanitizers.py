@@ -86,9 +86,11 @@ def _cell(t):
 
 
 def sanitizer_files(prefix):
+    """The run's own sanitizer file, then every other of its GPU and day, archived ones included (each covers
+    other binaries or tools), by name."""
     gpu, date = inputs.gpu_of(prefix)
-    files = sorted(set(inputs.RESULTS.glob(f"{gpu}-{date}*sanitizers*.txt")) |
-                   set(inputs.RESULTS.glob(f"{gpu}-{date}*racecheck*.txt")))
+    globs = (f"{gpu}-{date}*sanitizers*.txt", f"{gpu}-{date}*racecheck*.txt")
+    files = sorted({p for g in globs for p in inputs.current(g) + inputs.archived(g)}, key=lambda p: p.name)
     own = inputs.path_of(prefix, "sanitizers")
     return ([own] if own.exists() else []) + [f for f in files if f != own]
 

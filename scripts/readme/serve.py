@@ -16,8 +16,7 @@ LABELS = {
 
 
 def _newest(glob):
-    gpus = sorted({inputs.gpu_of(p.name)[0] for p in inputs.RESULTS.glob(glob) if inputs._PREFIX.match(p.name)})
-    return [inputs.newest_file(g, glob) for g in gpus]
+    return [inputs.newest_file(g, glob) for g in inputs.gpus(glob)]
 
 
 def _ms(x):
@@ -27,7 +26,7 @@ def _ms(x):
 def serve_block():
     b = inputs.Block("serve")
     b.exempt += EXEMPT_NAMES
-    files = sorted(p for p in inputs.RESULTS.glob("*-serve-*.json") if inputs._PREFIX.match(p.name))
+    files = [p for p in inputs.current("*-serve-*.json") if inputs._PREFIX.match(p.name)]
     if not files:
         raise SystemExit("README.md has the serve block's markers but results/ holds no *-serve-*.json: commit one "
                          "(scripts/peers/combine_serve.py) or remove the markers")

@@ -114,7 +114,7 @@ def _rest(b, runs):
         soak = []
         for part in ("soak", "soak_conditional"):
             path = inputs.path_of(prefix, part)
-            if not path.exists():
+            if not inputs.has(prefix, part):
                 other = inputs.newest(gpu, part)
                 path = inputs.path_of(other, part) if other else None
             if path is None:

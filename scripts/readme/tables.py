@@ -47,10 +47,10 @@ def series(items, last_sep=" and "):
 
 
 def wrap(text, width=115):
-    """Hard-wraps the paragraphs of a block (tables, headings, lists and comments stay)."""
+    """Hard-wraps the paragraphs of a block (tables, headings, lists, their indented lines and comments stay)."""
     out = []
     for line in text.split("\n"):
-        if len(line) <= width or line.startswith(("|", "#", "- ", "<!--", "![")):
+        if len(line) <= width or line.startswith(("|", "#", "- ", " ", "<!--", "![")):
             out.append(line)
         else:
             out.append(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False))

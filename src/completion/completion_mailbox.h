@@ -1,4 +1,4 @@
-// Host side of the completion mailbox (device side: baton/completion_mailbox.cuh):
+// Host side of the completion mailbox (device side: completion/completion_mailbox.cuh):
 // a ring of Completion records in mapped pinned memory. The device publishes,
 // the host polls with plain loads; no stream synchronization is involved.
 #pragma once

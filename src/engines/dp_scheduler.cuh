@@ -5,7 +5,7 @@
 // to its step kernels, and hands the runtime DynamicParallelismLaunch<Step>
 // as DeviceStepProgram::launch. A program may hold only one device link that
 // uses the device runtime (a second one's launches fail with
-// cudaErrorInvalidResourceHandle, docs/DESIGN.md): the decoder model's
+// cudaErrorInvalidResourceHandle, docs/cuda-facts.md D3): the decoder model's
 // library and the benchmark fixtures are two such links and are never linked
 // into one program.
 //
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kDynamicParallelismSchedulerThreads)
   counters.device_launches += launched.launches;
   cudaError_t error = launched.error;
   // Never relaunch after a refused launch: the loop ends here, and the host
-  // sees why. At most one pending self-launch (docs/DESIGN.md): this one.
+  // sees why. At most one pending self-launch (docs/cuda-facts.md D6): this one.
   if (error == cudaSuccess) {
     dynamic_parallelism_scheduler<Step>
         <<<1, kDynamicParallelismSchedulerThreads, 0, cudaStreamTailLaunch>>>(params, step_params);

@@ -12,7 +12,7 @@ namespace baton::detail {
 
 // Enqueues `engine`'s scheduler node on `stream`, which must be capturing:
 // the scheduler only ever runs inside a graph (a kernel that device-launches
-// graphs fails with cudaErrorNotSupported outside one, docs/DESIGN.md).
+// graphs fails with cudaErrorNotSupported outside one, docs/cuda-facts.md G2).
 // FailedPrecondition, with nothing enqueued, when `stream` is not capturing.
 // For the conditional engine, `role` and `body_bucket` say where the node sits.
 // `after_inner` marks the last node of a multi-step bucket graph (tail-launch

@@ -1,6 +1,6 @@
 // Enqueues the scheduler node of each engine on a CAPTURING stream (the
 // scheduler only ever runs inside a graph: device graph launches from a kernel
-// outside a graph fail, docs/DESIGN.md). Abseil-free; the host wraps it.
+// outside a graph fail, docs/cuda-facts.md G2). Abseil-free; the host wraps it.
 //
 // The node gets a pointer to its parameters in device memory rather than the
 // parameters themselves: they name the bucket table and conditional handles,

@@ -14,7 +14,7 @@ namespace baton {
 // The absl::StatusCode a cuBLAS status maps to.
 [[nodiscard]] absl::StatusCode CublasStatusCode(cublasStatus_t status);
 // "cublasLtMatmul(...) failed: CUBLAS_STATUS_INVALID_VALUE (...) at
-// src/kernels/foo.cc:42". OkStatus for CUBLAS_STATUS_SUCCESS.
+// src/<layer>/<file>.cc:42". OkStatus for CUBLAS_STATUS_SUCCESS.
 [[nodiscard]] absl::Status CublasStatus(cublasStatus_t status, absl::string_view call,
                                         absl::string_view file, int line);
 

@@ -2,7 +2,7 @@
 // vector loads, the batch's slot/position lookup). Included by the kernel
 // bodies (row_kernel_body.cuh, attention_body.cuh, select_body.cuh,
 // gemv_body.cuh), which both Baton's graph-path kernels (decode_kernels.cu)
-// and the dynamic-parallelism copies (src/dynamic_parallelism) compile, so
+// and the dynamic-parallelism copies (src/model/dp_decoder_step.cu) compile, so
 // every engine runs the same code. Internal; Abseil-free.
 #pragma once
 

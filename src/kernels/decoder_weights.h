@@ -12,7 +12,7 @@
 
 namespace baton {
 
-// Raw 16-bit elements in the config's dtype (baton/half_bits.h converts),
+// Raw 16-bit elements in the config's dtype (kernels/half_bits.h converts),
 // row-major, laid out as the kernels and cuBLASLt plans read them: a linear
 // layer's weight is [out_features, in_features].
 struct DecoderLayerWeights {

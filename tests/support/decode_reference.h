@@ -1,4 +1,4 @@
-// CPU references of the decode-step kernels (baton/decode_kernels.h), in
+// CPU references of the decode-step kernels (kernels/decode_kernels.h), in
 // double from the same 16-bit inputs the device reads, plus a host
 // re-implementation of the curand Philox mapping EnqueueSample documents.
 #pragma once
@@ -49,7 +49,7 @@ void Rope(double* head, int head_dim, int pos, const std::vector<float>& inv_fre
                                                std::uint64_t seed, std::uint64_t sequence,
                                                std::uint32_t step);
 
-// EnqueueSamplePositions' semantics (baton/decode_kernels.h), in double from
+// EnqueueSamplePositions' semantics (kernels/decode_kernels.h), in double from
 // the stored 16-bit logits of one row.
 //
 // The order-preserving key of a stored logit: a larger logit, a larger key;
