@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Python package from the tree into the test environment scripts/bootstrap.sh makes in the build
-# tree (BUILD/venv; `pip install .`, building baton._baton in BUILD/python, incrementally after the first
-# time), then runs its tests (tests/python) there. The GPU tests skip without a GPU. Exits 77 (ctest:
-# skipped) when that environment is missing or incomplete, saying how to make it.
+# tree (BUILD/venv) and runs its tests (tests/python) there. The install is `pip install .` with
+# BATON_PREBUILT=BUILD: baton._baton is built in BUILD/python against the static libraries BUILD already
+# holds (the CUDA library is not compiled a second time; the module is relinked when they change). The GPU
+# tests skip without a GPU. Exits 77 (ctest: skipped) when that environment is missing or incomplete,
+# saying how to make it.
 # Usage: scripts/pytest.sh BUILD [pytest arguments]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +17,8 @@ if [ ! -x "$python" ] || ! "$python" -c "import tokenizers, jinja2, nanobind, sc
   exit 77
 fi
 export PYTHONDONTWRITEBYTECODE=1
-"$python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+build=$(cd "$build" && pwd)
+BATON_PREBUILT=$build "$python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
   -C build-dir="$build/python" "$root"
 export BATON_BUILD_DIR=$build  # the GPU tests compare with BUILD/bin/decode_loop
 cd "$build"  # not the source tree: `import baton` must find the installed package
