@@ -14,7 +14,7 @@
 #include "baton/cuda_resources.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
-#include "kernels/decode_kernels.h"
+#include "ops/host_driver.h"
 #include "support/gpu_test.h"
 
 namespace baton {
@@ -107,17 +107,20 @@ TEST_F(BadInputTest, DecodeGemvRefusesMisalignedAndNullBuffers) {
   DecodeBatch batch;
   batch.active = active.data();
   batch.capacity = 4;
-  EXPECT_EQ(
-      EnqueueGemv(DecoderDType::kFloat16, w.data() + 1, 64, 64, x.data(), batch, y.data(), nullptr),
-      cudaErrorInvalidValue);
-  EXPECT_EQ(
-      EnqueueGemv(DecoderDType::kFloat16, w.data(), 64, 64, x.data() + 4, batch, y.data(), nullptr),
-      cudaErrorInvalidValue);
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::plain(DecoderDType::kFloat16, w.data() + 1, 64, 64, x.data(),
+                                          batch, y.data()),
+                         nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::plain(DecoderDType::kFloat16, w.data(), 64, 64, x.data() + 4,
+                                          batch, y.data()),
+                         nullptr),
+            cudaErrorInvalidValue);
   DecodeBatch no_count = batch;
   no_count.active = nullptr;
-  EXPECT_EQ(
-      EnqueueGemv(DecoderDType::kFloat16, w.data(), 64, 64, x.data(), no_count, y.data(), nullptr),
-      cudaErrorInvalidValue);
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::plain(DecoderDType::kFloat16, w.data(), 64, 64, x.data(),
+                                          no_count, y.data()),
+                         nullptr),
+            cudaErrorInvalidValue);
   const absl::Status status = CudaStatus(cudaErrorInvalidValue, "EnqueueGemv", __FILE__, __LINE__);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

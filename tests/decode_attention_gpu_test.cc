@@ -3,8 +3,8 @@
 // a multiple of 128 or 32, one split unit exactly and one key past it, the
 // full max_context up to 40,000 keys: every split layout of
 // kernels/attention_split.h), each at its own slot: the two kernels
-// (EnqueueRopeAppendKv then EnqueueDecodeAttention) and the fused one
-// (EnqueueRopeAttention) alike, with multi-head, grouped-query (groups of
+// (ops::RopeAppend then ops::Attention::decode) and the fused one
+// (ops::Attention::with_rope) alike, with multi-head, grouped-query (groups of
 // 4, 7 and 12: one, one and two passes of query heads) and multi-query
 // attention and each RoPE scaling (none, linear, llama3). The split's
 // arrival counts must be zero again after every launch.
@@ -19,8 +19,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
 #include "kernels/rope.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -160,14 +160,19 @@ void AttentionTest::RunAttentionCase(bool fused, bool paged, AttentionShortRows 
   kernel_test::SplitScratch scratch(config, capacity);
   cudaStream_t stream = stream_.get();
   if (fused) {
-    ASSERT_EQ(EnqueueRopeAttention(config, d_rope.data(), d_qkv.data(), cache, batch.view,
-                                   scratch.view, d_out.data(), stream, short_rows),
-              cudaSuccess);
+    ASSERT_EQ(
+        ops::Enqueue(ops::Attention::with_rope(config, d_rope.data(), d_qkv.data(), cache,
+                                               batch.view, scratch.view, d_out.data(), short_rows),
+                     stream),
+        cudaSuccess);
   } else {
-    ASSERT_EQ(EnqueueRopeAppendKv(config, d_rope.data(), d_qkv.data(), cache, batch.view, stream),
-              cudaSuccess);
-    ASSERT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, scratch.view,
-                                     d_out.data(), stream, short_rows),
+    ASSERT_EQ(
+        ops::Enqueue(ops::RopeAppend::of(config, d_rope.data(), d_qkv.data(), cache, batch.view),
+                     stream),
+        cudaSuccess);
+    ASSERT_EQ(ops::Enqueue(ops::Attention::decode(config, d_qkv.data(), cache, batch.view,
+                                                  scratch.view, d_out.data(), short_rows),
+                           stream),
               cudaSuccess);
   }
   Sync();
@@ -273,7 +278,7 @@ void AttentionTest::RunAttentionCase(bool fused, bool paged, AttentionShortRows 
 
 TEST_P(AttentionTest, RopeAppendKvThenAttentionMatchReference) { RunAttentionCase(false); }
 
-// EnqueueRopeAttention (RoPE and KV append fused into attention) against the
+// ops::Attention::with_rope (RoPE and KV append fused into attention) against the
 // same references and the same cache checks.
 TEST_P(AttentionTest, RopeAttentionMatchesReference) { RunAttentionCase(true); }
 
@@ -331,8 +336,9 @@ TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
       auto d_out =
           Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * config.attention_width());
       kernel_test::SplitScratch scratch(config, capacity);
-      EXPECT_EQ(EnqueueDecodeAttention(config, d_qkv.data(), cache, batch.view, scratch.view,
-                                       d_out.data(), stream_.get(), short_rows),
+      EXPECT_EQ(ops::Enqueue(ops::Attention::decode(config, d_qkv.data(), cache, batch.view,
+                                                    scratch.view, d_out.data(), short_rows),
+                             stream_.get()),
                 cudaSuccess);
       Sync();
       scratch.ExpectArrivalsZero();

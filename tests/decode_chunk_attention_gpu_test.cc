@@ -1,4 +1,4 @@
-// EnqueueChunkAttention (kernels/chunk_attention.h) against the CPU reference
+// ops::ChunkAttention (kernels/chunk_attention.h, ops/chunk_attention.h) against the CPU reference
 // in double, in fp16 and bf16, for multi-head, grouped-query (Llama-3.2-1B's
 // 32/8, Qwen2.5-0.5B's 14/2, 8/2 at head_dim 96) and multi-query attention
 // (head_dim 128). One step mixes every kind of position: decoding tokens at
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/chunk_attention.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -95,7 +96,7 @@ struct Step {
   DeviceBuffer<std::int32_t> d_start;
 
   std::uint32_t capacity() const { return static_cast<std::uint32_t>(tokens.size()); }
-  // Whether position p is computed (EnqueueChunkAttention's contract).
+  // Whether position p is computed (ops::ChunkAttention's contract).
   bool Computed(std::uint32_t p) const {
     return p < active && tokens[p] > 0 && slots[p] < max_slots && start[p] >= 0 &&
            start[p] + static_cast<std::int64_t>(tokens[p]) <= kMaxContext &&
@@ -181,7 +182,8 @@ TEST_P(ChunkAttentionTest, MatchesReferenceAndWritesOnlyItsRows) {
   auto d_out = Poisoned<std::uint16_t>(static_cast<std::size_t>(step.rows) * width);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the poison is down
   const KvCacheLayer cache{d_keys.data(), d_values.data()};
-  ASSERT_EQ(EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(), stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::ChunkAttention::of(config, d_qkv.data(), cache, batch, d_out.data()),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   const auto out = Download(d_out);
@@ -262,8 +264,9 @@ TEST_P(ChunkAttentionTest, MatchesReferenceAndWritesOnlyItsRows) {
   auto d_qkv_again = Upload(qkv_again);
   auto d_out_again = Poisoned<std::uint16_t>(static_cast<std::size_t>(again.rows) * width);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(EnqueueChunkAttention(config, d_qkv_again.data(), cache, batch_again,
-                                  d_out_again.data(), stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::ChunkAttention::of(config, d_qkv_again.data(), cache, batch_again,
+                                                 d_out_again.data()),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   const auto out_again = Download(d_out_again);
@@ -312,7 +315,7 @@ TEST_F(ChunkAttentionLaunchTest, RefusesWhatItCannotRun) {
   cudaStream_t stream = stream_.get();
   const auto enqueue = [&](const DecoderConfig& c, ChunkAttentionBatch b, const void* qkv,
                            void* out) {
-    return EnqueueChunkAttention(c, qkv, cache, b, out, stream);
+    return ops::Enqueue(ops::ChunkAttention::of(c, qkv, cache, b, out), stream);
   };
   ASSERT_EQ(enqueue(config, batch, d_data.data(), d_data.data()), cudaSuccess);
   for (int head_dim : {8, 10, 72, 136, 256}) {
@@ -396,12 +399,14 @@ TEST_F(ChunkAttentionLaunchTest, DISABLED_Timing) {
     ASSERT_EQ(cudaEventCreate(&begin), cudaSuccess);
     ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
     ASSERT_EQ(
-        EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(), stream_.get()),
+        ops::Enqueue(ops::ChunkAttention::of(config, d_qkv.data(), cache, batch, d_out.data()),
+                     stream_.get()),
         cudaSuccess);  // warm-up
     ASSERT_EQ(cudaEventRecord(begin, stream_.get()), cudaSuccess);
     for (int r = 0; r < reps; ++r) {
       ASSERT_EQ(
-          EnqueueChunkAttention(config, d_qkv.data(), cache, batch, d_out.data(), stream_.get()),
+          ops::Enqueue(ops::ChunkAttention::of(config, d_qkv.data(), cache, batch, d_out.data()),
+                       stream_.get()),
           cudaSuccess);
     }
     ASSERT_EQ(cudaEventRecord(end, stream_.get()), cudaSuccess);

@@ -2,7 +2,7 @@
 // table (support/fused_harness.h runs it): each case names the fused
 // launcher, the sequence of separate launchers, the buffers to draw, and
 // which outputs must be bit-identical (what the kernel's contract in
-// kernels/decode_kernels.h promises) and which only within the tolerances of
+// src/ops promises) and which only within the tolerances of
 // support/kernel_harness.h (the RMSNorm fused into the GEMV sums the squares
 // in another order, so its normed input may differ in the last bit). Each
 // (case, shape, dtype) is a test of its own; where a case has a CPU
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/fused_harness.h"
 #include "support/kernel_harness.h"
@@ -46,99 +46,123 @@ using kernel_test::Weight;
 namespace launch {
 
 cudaError_t Embedding(const Launch& l) {
-  return EnqueueEmbedding(l.config, l["table"], l.tokens("tokens"), l.batch, l.f32("hidden"),
-                          l.stream);
+  return ops::Enqueue(
+      ops::RowNorm::embedding(l.config, l["table"], l.tokens("tokens"), l.batch, l.f32("hidden")),
+      l.stream);
 }
 cudaError_t RmsNorm(const Launch& l) {
-  return EnqueueRmsNorm(l.config, l.f32("hidden"), l["norm"], l.batch, l["normed"], l.stream);
+  return ops::Enqueue(
+      ops::RowNorm::rms_norm(l.config, l.f32("hidden"), l["norm"], l.batch, l["normed"]), l.stream);
 }
 cudaError_t ResidualAdd(const Launch& l) {
-  return EnqueueResidualAdd(l.config, l.f32("hidden"), l["delta"], l.batch, l.stream);
+  return ops::Enqueue(ops::RowNorm::residual_add(l.config, l.f32("hidden"), l["delta"], l.batch),
+                      l.stream);
 }
 cudaError_t EmbeddingRmsNorm(const Launch& l) {
-  return EnqueueEmbeddingRmsNorm(l.config, l["table"], l.tokens("tokens"), l["norm"], l.batch,
-                                 l.f32("hidden"), l["normed"], l.stream);
+  return ops::Enqueue(
+      ops::RowNorm::embedding_rms_norm(l.config, l["table"], l.tokens("tokens"), l["norm"], l.batch,
+                                       l.f32("hidden"), l["normed"]),
+      l.stream);
 }
 cudaError_t ResidualAddRmsNorm(const Launch& l) {
-  return EnqueueResidualAddRmsNorm(l.config, l.f32("hidden"), l["delta"], l["norm"], l.batch,
-                                   l["normed"], l.stream);
+  return ops::Enqueue(ops::RowNorm::residual_add_rms_norm(l.config, l.f32("hidden"), l["delta"],
+                                                          l["norm"], l.batch, l["normed"]),
+                      l.stream);
 }
 cudaError_t SiluMul(const Launch& l) {
-  return EnqueueSiluMul(l.config, l["gate_up"], l.batch, l["act"], l.stream);
+  return ops::Enqueue(ops::SiluMul::of(l.config, l["gate_up"], l.batch, l["act"]), l.stream);
 }
 // y = W · act, W [out_features, ffn].
 cudaError_t GemvOfAct(const Launch& l) {
-  return EnqueueGemv(l.dtype, l["w"], l.out_features, l.config.ffn, l["act"], l.batch, l["y"],
-                     l.stream);
+  return ops::Enqueue(
+      ops::Gemv::plain(l.dtype, l["w"], l.out_features, l.config.ffn, l["act"], l.batch, l["y"]),
+      l.stream);
 }
 cudaError_t GatedGemv(const Launch& l) {
-  return EnqueueGatedGemv(l.dtype, l["w"], l.out_features, l.config.ffn, l["gate_up"], l.batch,
-                          l["y"], l.stream);
+  return ops::Enqueue(ops::Gemv::gated(l.dtype, l["w"], l.out_features, l.config.ffn, l["gate_up"],
+                                       l.batch, l["y"]),
+                      l.stream);
 }
 // y = W · normed, W [out_features, d_model].
 cudaError_t GemvOfNormed(const Launch& l) {
-  return EnqueueGemv(l.dtype, l["w"], l.out_features, l.config.d_model, l["normed"], l.batch,
-                     l["y"], l.stream);
+  return ops::Enqueue(ops::Gemv::plain(l.dtype, l["w"], l.out_features, l.config.d_model,
+                                       l["normed"], l.batch, l["y"]),
+                      l.stream);
 }
 cudaError_t RmsNormGemv(const Launch& l) {
-  return EnqueueRmsNormGemv(l.config, l["w"], l.out_features, l.f32("hidden"), l["norm"], l.batch,
-                            l["y"], l.stream);
+  return ops::Enqueue(ops::Gemv::rms_norm(l.config, l["w"], l.out_features, l.f32("hidden"),
+                                          l["norm"], l.batch, l["y"]),
+                      l.stream);
 }
 cudaError_t EmbeddingRmsNormGemv(const Launch& l) {
-  return EnqueueEmbeddingRmsNormGemv(l.config, l["table"], l.tokens("tokens"), l["w"],
-                                     l.out_features, l["norm"], l.batch, l.f32("hidden"), l["y"],
-                                     l.stream);
+  return ops::Enqueue(
+      ops::Gemv::embedding_rms_norm(l.config, l["table"], l.tokens("tokens"), l["w"],
+                                    l.out_features, l["norm"], l.batch, l.f32("hidden"), l["y"]),
+      l.stream);
 }
 // delta = W · x or W · silu_mul(gate_up), W [d_model, ffn].
 cudaError_t GemvToDelta(const Launch& l) {
-  return EnqueueGemv(l.dtype, l["w"], l.config.d_model, l.config.ffn, l["x"], l.batch, l["delta"],
-                     l.stream);
+  return ops::Enqueue(ops::Gemv::plain(l.dtype, l["w"], l.config.d_model, l.config.ffn, l["x"],
+                                       l.batch, l["delta"]),
+                      l.stream);
 }
 cudaError_t GatedGemvToDelta(const Launch& l) {
-  return EnqueueGatedGemv(l.dtype, l["w"], l.config.d_model, l.config.ffn, l["gate_up"], l.batch,
-                          l["delta"], l.stream);
+  return ops::Enqueue(ops::Gemv::gated(l.dtype, l["w"], l.config.d_model, l.config.ffn,
+                                       l["gate_up"], l.batch, l["delta"]),
+                      l.stream);
 }
 cudaError_t GemvResidualAdd(const Launch& l) {
-  return EnqueueGemvResidualAdd(l.config, l["w"], l.config.ffn, l["x"], l.batch, l.f32("hidden"),
-                                l.stream);
+  return ops::Enqueue(
+      ops::Gemv::residual_add(l.config, l["w"], l.config.ffn, l["x"], l.batch, l.f32("hidden")),
+      l.stream);
 }
 cudaError_t GatedGemvResidualAdd(const Launch& l) {
-  return EnqueueGatedGemvResidualAdd(l.config, l["w"], l.config.ffn, l["gate_up"], l.batch,
-                                     l.f32("hidden"), l.stream);
+  return ops::Enqueue(ops::Gemv::gated_residual_add(l.config, l["w"], l.config.ffn, l["gate_up"],
+                                                    l.batch, l.f32("hidden")),
+                      l.stream);
 }
 // gate_up = W · normed (or W · RMSNorm(hidden)), W [2 * ffn, d_model]; the
 // fused forms store silu(gate) * up into act.
 cudaError_t GemvToGateUp(const Launch& l) {
-  return EnqueueGemv(l.dtype, l["w"], 2 * l.config.ffn, l.config.d_model, l["normed"], l.batch,
-                     l["gate_up"], l.stream);
+  return ops::Enqueue(ops::Gemv::plain(l.dtype, l["w"], 2 * l.config.ffn, l.config.d_model,
+                                       l["normed"], l.batch, l["gate_up"]),
+                      l.stream);
 }
 cudaError_t GemvSiluMul(const Launch& l) {
-  return EnqueueGemvFused(l.dtype, detail::decode::GemvInput::kPlain,
-                          detail::decode::GemvOutput::kSiluMul, l["w"], 2 * l.config.ffn,
-                          l.config.d_model, detail::decode::GemvIo::plain(l["normed"], l["act"]),
-                          l.batch, l.stream);
+  return ops::Enqueue(
+      ops::Gemv::fused(l.dtype, detail::decode::GemvInput::kPlain,
+                       detail::decode::GemvOutput::kSiluMul, l["w"], 2 * l.config.ffn,
+                       l.config.d_model, detail::decode::GemvIo::plain(l["normed"], l["act"]),
+                       l.batch),
+      l.stream);
 }
 cudaError_t RmsNormGemvToGateUp(const Launch& l) {
-  return EnqueueRmsNormGemv(l.config, l["w"], 2 * l.config.ffn, l.f32("hidden"), l["norm"], l.batch,
-                            l["gate_up"], l.stream);
+  return ops::Enqueue(ops::Gemv::rms_norm(l.config, l["w"], 2 * l.config.ffn, l.f32("hidden"),
+                                          l["norm"], l.batch, l["gate_up"]),
+                      l.stream);
 }
 cudaError_t RmsNormGemvSiluMul(const Launch& l) {
-  return EnqueueGemvFused(
-      l.dtype, detail::decode::GemvInput::kRmsNorm, detail::decode::GemvOutput::kSiluMul, l["w"],
-      2 * l.config.ffn, l.config.d_model,
-      detail::decode::GemvIo::rms_norm(l.config, l.f32("hidden"), l["norm"], l["act"]), l.batch,
+  return ops::Enqueue(
+      ops::Gemv::fused(
+          l.dtype, detail::decode::GemvInput::kRmsNorm, detail::decode::GemvOutput::kSiluMul,
+          l["w"], 2 * l.config.ffn, l.config.d_model,
+          detail::decode::GemvIo::rms_norm(l.config, l.f32("hidden"), l["norm"], l["act"]),
+          l.batch),
       l.stream);
 }
 cudaError_t RopeAppendKv(const Launch& l) {
-  return EnqueueRopeAppendKv(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l.stream);
+  return ops::Enqueue(ops::RopeAppend::of(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch),
+                      l.stream);
 }
 cudaError_t DecodeAttention(const Launch& l) {
-  return EnqueueDecodeAttention(l.config, l["qkv"], l.cache(), l.batch, l.scratch, l["out"],
-                                l.stream);
+  return ops::Enqueue(
+      ops::Attention::decode(l.config, l["qkv"], l.cache(), l.batch, l.scratch, l["out"]),
+      l.stream);
 }
 cudaError_t RopeAttention(const Launch& l) {
-  return EnqueueRopeAttention(l.config, l.f32("rope"), l["qkv"], l.cache(), l.batch, l.scratch,
-                              l["out"], l.stream);
+  return ops::Enqueue(ops::Attention::with_rope(l.config, l.f32("rope"), l["qkv"], l.cache(),
+                                                l.batch, l.scratch, l["out"]),
+                      l.stream);
 }
 
 }  // namespace launch
@@ -287,7 +311,7 @@ const std::vector<FusedCase>& FusedCases() {
       Batch(32, 27).DModel(264).Ffn(1368),
   };
   static const std::vector<FusedCase> cases = {
-      // EnqueueEmbedding then EnqueueRmsNorm, "with the same results".
+      // ops::RowNorm::embedding then ops::RowNorm::rms_norm, "with the same results".
       {"EmbeddingRmsNorm",
        "embedding_rms_norm",
        {Weight("table", Dim::kVocab, Dim::kDModel), Tokens("tokens"),
@@ -300,7 +324,7 @@ const std::vector<FusedCase>& FusedCases() {
        false,
        // 5000: rows longer than a thread keeps in registers.
        {Batch(7, 6).Vocab(1000).DModel(264), Batch(3, 3).Vocab(512).DModel(5000)}},
-      // EnqueueResidualAdd then EnqueueRmsNorm: "hidden bit-identical, out
+      // ops::RowNorm::residual_add then ops::RowNorm::rms_norm: "hidden bit-identical, out
       // rounded once from fp32".
       {"ResidualAddRmsNorm",
        "residual_rms_norm",
@@ -313,7 +337,7 @@ const std::vector<FusedCase>& FusedCases() {
        CheckResidualAddRmsNorm,
        false,
        {Batch(5, 4).DModel(520), Batch(5, 4).DModel(5000), Batch(16, 13).DModel(1032)}},
-      // "y is bit-identical to EnqueueSiluMul followed by EnqueueGemv".
+      // "y is bit-identical to ops::SiluMul followed by ops::Gemv::plain".
       {"GatedGemv",
        "gated_gemv",
        {Weight("w", Dim::kOut, Dim::kFfn, kFanIn),
@@ -327,7 +351,7 @@ const std::vector<FusedCase>& FusedCases() {
         Batch(17, 17).Ffn(512).Out(1001), Batch(32, 30).Ffn(1368).Out(520)}},
       // The gate | up GEMV with SiLU * up as its output (GemvOutput::kSiluMul):
       // "bit-identical to the stored GEMV (or RMSNorm GEMV) followed by
-      // EnqueueSiluMul". ffn 1368: 171 row blocks of 8 gate and 8 up rows;
+      // ops::SiluMul". ffn 1368: 171 row blocks of 8 gate and 8 up rows;
       // d_model 4104: K split across a cluster of 3.
       {"GemvSiluMul",
        "gemv_silu_mul",
@@ -351,7 +375,7 @@ const std::vector<FusedCase>& FusedCases() {
        true,
        {Batch(3, 2).DModel(264).Ffn(1368), Batch(17, 16).DModel(4104).Ffn(512),
         Batch(32, 31).DModel(1032).Ffn(520)}},
-      // EnqueueRmsNorm into EnqueueGemv's input: "n may differ from its
+      // ops::RowNorm::rms_norm into ops::Gemv::plain's input: "n may differ from its
       // output in the last bit of the dtype (not bit-identical)".
       {"RmsNormGemv",
        "rms_norm_gemv",
@@ -367,7 +391,7 @@ const std::vector<FusedCase>& FusedCases() {
        // positions: a third tile past the live batch); 32: four tiles.
        {Batch(11, 9).DModel(1032).Out(777), Batch(3, 2).DModel(264).Out(520),
         Batch(17, 16).DModel(4096).Out(256), Batch(32, 31).DModel(1032).Out(264)}},
-      // EnqueueEmbedding then EnqueueRmsNormGemv: "hidden and y
+      // ops::RowNorm::embedding then ops::Gemv::rms_norm: "hidden and y
       // bit-identical". 12 positions span two position tiles, so two blocks
       // of the first row block store hidden.
       {"EmbeddingRmsNormGemv",
@@ -383,7 +407,7 @@ const std::vector<FusedCase>& FusedCases() {
        {Batch(13, 12).Vocab(1000).DModel(264).Out(520),
         Batch(5, 5).Vocab(1000).DModel(1032).Out(777),
         Batch(29, 29).Vocab(1000).DModel(520).Out(264)}},
-      // EnqueueGemv then EnqueueResidualAdd, "bit-identical to the two
+      // ops::Gemv::plain then ops::RowNorm::residual_add, "bit-identical to the two
       // kernels"; the residual stream past the live batch is left alone.
       {"GemvResidualAdd",
        "gemv_residual_add",
@@ -395,7 +419,7 @@ const std::vector<FusedCase>& FusedCases() {
        nullptr,
        true,
        kResidualGemvShapes},
-      // EnqueueGatedGemv then EnqueueResidualAdd, "bit-identical to the two
+      // ops::Gemv::gated then ops::RowNorm::residual_add, "bit-identical to the two
       // kernels".
       {"GatedGemvResidualAdd",
        "gated_gemv_residual_add",
@@ -407,7 +431,7 @@ const std::vector<FusedCase>& FusedCases() {
        nullptr,
        true,
        kResidualGemvShapes},
-      // EnqueueRopeAppendKv then EnqueueDecodeAttention: "Same results and
+      // ops::RopeAppend then ops::Attention::decode: "Same results and
       // contract". The same bits, since both run one RoPE and attend from
       // the same rounded q and k (decode_attention_gpu_test.cc checks both
       // against the CPU reference). Contexts as there: 1 token, 2, not a

@@ -1,4 +1,4 @@
-// The runtime's own GEMM (EnqueueGemm, kernels/gemm.h) against the CPU
+// The runtime's own GEMM (ops::Gemm) against the CPU
 // reference in fp16 and bf16, over shapes with partial tiles in rows,
 // features and K, stored with and without a bias and added to the residual
 // stream; its row invariance (a row run alone in a bucket of 1, and every
@@ -18,9 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
-#include "kernels/gemm.h"
 #include "kernels/gemv_io.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -99,29 +98,33 @@ class GemmTest : public kernel_test::DecodeKernelTest,
   int n() const { return shape_.out_features; }
   int k() const { return shape_.in_features; }
 
-  // y = W x (+ bias) for the batch, through `tile` (or EnqueueGemm's).
+  // y = W x (+ bias) for the batch, through `tile` (or ops::Gemm's).
   std::vector<std::uint16_t> Store(bool bias, const GemmTileShape* tile = nullptr) {
     auto d_y = Poisoned<std::uint16_t>(std::size_t{shape_.capacity} * n());
     const GemvIo io = GemvIo::plain(d_x_.data(), d_y.data(), bias ? d_bias_.data() : nullptr);
     const cudaError_t launched =
-        tile == nullptr ? EnqueueGemm(dtype_, GemvOutput::kStore, d_w_.data(), n(), k(), io,
-                                      batch_.view, stream_.get())
-                        : EnqueueGemmTiled(*tile, dtype_, GemvOutput::kStore, d_w_.data(), n(), k(),
-                                           io, batch_.view, stream_.get());
+        tile == nullptr ? ops::Enqueue(ops::Gemm::of(dtype_, GemvOutput::kStore, d_w_.data(), n(),
+                                                     k(), io, batch_.view),
+                                       stream_.get())
+                        : ops::Enqueue(ops::Gemm::tiled(*tile, dtype_, GemvOutput::kStore,
+                                                        d_w_.data(), n(), k(), io, batch_.view),
+                                       stream_.get());
     EXPECT_EQ(launched, cudaSuccess);
     Sync();
     return Download(d_y);
   }
 
-  // residual += round(W x + bias) for the batch, through `tile` (or EnqueueGemm's).
+  // residual += round(W x + bias) for the batch, through `tile` (or ops::Gemm's).
   std::vector<float> Add(const GemmTileShape* tile = nullptr) {
     auto d_residual = Upload(residual_);
     const GemvIo io = GemvIo::residual_add(d_x_.data(), d_residual.data(), d_bias_.data());
     const cudaError_t launched =
-        tile == nullptr ? EnqueueGemm(dtype_, GemvOutput::kResidualAdd, d_w_.data(), n(), k(), io,
-                                      batch_.view, stream_.get())
-                        : EnqueueGemmTiled(*tile, dtype_, GemvOutput::kResidualAdd, d_w_.data(),
-                                           n(), k(), io, batch_.view, stream_.get());
+        tile == nullptr ? ops::Enqueue(ops::Gemm::of(dtype_, GemvOutput::kResidualAdd, d_w_.data(),
+                                                     n(), k(), io, batch_.view),
+                                       stream_.get())
+                        : ops::Enqueue(ops::Gemm::tiled(*tile, dtype_, GemvOutput::kResidualAdd,
+                                                        d_w_.data(), n(), k(), io, batch_.view),
+                                       stream_.get());
     EXPECT_EQ(launched, cudaSuccess);
     Sync();
     return Download(d_residual);
@@ -210,17 +213,20 @@ TEST_P(GemmTest, RowsAreInvariant) {
   };
   ExpectSameBitsAlone(
       y, n(), rows, upload_row, [&](const std::uint16_t* x1, DecodeBatch one, std::uint16_t* y1) {
-        return EnqueueGemm(dtype_, GemvOutput::kStore, d_w_.data(), n(), k(),
-                           GemvIo::plain(x1, y1, d_bias_.data()), one, stream_.get());
+        return ops::Enqueue(ops::Gemm::of(dtype_, GemvOutput::kStore, d_w_.data(), n(), k(),
+                                          GemvIo::plain(x1, y1, d_bias_.data()), one),
+                            stream_.get());
       });
   for (std::uint32_t r : rows) {
     TestBatch one = MakeBatch(1, 1, 16);
     const auto x1 = upload_row(r);
     auto d_residual = Upload(std::vector<float>(residual_.begin() + std::size_t{r} * n(),
                                                 residual_.begin() + std::size_t{r + 1} * n()));
-    ASSERT_EQ(EnqueueGemm(dtype_, GemvOutput::kResidualAdd, d_w_.data(), n(), k(),
-                          GemvIo::residual_add(x1.data(), d_residual.data(), d_bias_.data()),
-                          one.view, stream_.get()),
+    ASSERT_EQ(ops::Enqueue(
+                  ops::Gemm::of(dtype_, GemvOutput::kResidualAdd, d_w_.data(), n(), k(),
+                                GemvIo::residual_add(x1.data(), d_residual.data(), d_bias_.data()),
+                                one.view),
+                  stream_.get()),
               cudaSuccess);
     Sync();
     const auto alone = Download(d_residual);
@@ -253,7 +259,8 @@ TEST_F(GemmInputTest, RefusesShapesAndBuffersItCannotRun) {
   TestBatch batch = MakeBatch(4, 4, 4);
   const auto enqueue = [&](GemvOutput output, const void* wp, int n, int k, const GemvIo& io,
                            DecodeBatch b) {
-    return EnqueueGemm(DecoderDType::kBFloat16, output, wp, n, k, io, b, stream_.get());
+    return ops::Enqueue(ops::Gemm::of(DecoderDType::kBFloat16, output, wp, n, k, io, b),
+                        stream_.get());
   };
   const GemvIo plain = GemvIo::plain(x.data(), y.data());
   const DecodeBatch ok = batch.view;
@@ -292,8 +299,9 @@ TEST_F(GemmInputTest, RefusesShapesAndBuffersItCannotRun) {
   DecodeBatch empty = ok;
   empty.capacity = 0;
   EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 64, plain, empty), cudaErrorInvalidValue);
-  EXPECT_EQ(EnqueueGemm(static_cast<DecoderDType>(7), GemvOutput::kStore, w.data(), 64, 64, plain,
-                        ok, stream_.get()),
+  EXPECT_EQ(ops::Enqueue(ops::Gemm::of(static_cast<DecoderDType>(7), GemvOutput::kStore, w.data(),
+                                       64, 64, plain, ok),
+                         stream_.get()),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   Sync();
@@ -312,15 +320,17 @@ TEST_F(GemmInputTest, WritesOnlyRowsUpToTheLiveCount) {
   auto d_x = Upload(x);
   TestBatch none = MakeBatch(3, 0, 3);
   auto d_y = Poisoned<std::uint16_t>(3 * n);
-  ASSERT_EQ(EnqueueGemm(DecoderDType::kFloat16, GemvOutput::kStore, d_w.data(), n, k,
-                        GemvIo::plain(d_x.data(), d_y.data()), none.view, stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::Gemm::of(DecoderDType::kFloat16, GemvOutput::kStore, d_w.data(), n, k,
+                                       GemvIo::plain(d_x.data(), d_y.data()), none.view),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   ExpectUntouched(Download(d_y), n, 0, 3);
   TestBatch over = MakeBatch(3, 5, 5);
   over.view.capacity = 3;
-  ASSERT_EQ(EnqueueGemm(DecoderDType::kFloat16, GemvOutput::kStore, d_w.data(), n, k,
-                        GemvIo::plain(d_x.data(), d_y.data()), over.view, stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::Gemm::of(DecoderDType::kFloat16, GemvOutput::kStore, d_w.data(), n, k,
+                                       GemvIo::plain(d_x.data(), d_y.data()), over.view),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   const auto y = Download(d_y);

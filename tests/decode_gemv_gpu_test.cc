@@ -1,4 +1,4 @@
-// The runtime's own GEMV (EnqueueGemv) against the CPU reference, in fp16
+// The runtime's own GEMV (ops::Gemv::plain) against the CPU reference, in fp16
 // and bf16, over shapes that take its different paths, and its batch
 // invariance: every live position, run alone in a bucket of 1, gets the bits
 // it got in the full batch. The GEMV's fusions are checked against it in
@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -74,8 +74,9 @@ TEST_P(GemvTest, MatchesReferenceAndIsBatchInvariant) {
   auto d_w = Upload(w);
   auto d_x = Upload(x);
   auto d_y = Poisoned<std::uint16_t>(std::size_t{capacity} * out_features);
-  ASSERT_EQ(EnqueueGemv(dtype, d_w.data(), out_features, in_features, d_x.data(), batch.view,
-                        d_y.data(), stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::Gemv::plain(dtype, d_w.data(), out_features, in_features, d_x.data(),
+                                          batch.view, d_y.data()),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   const auto y_bits = Download(d_y);
@@ -99,8 +100,9 @@ TEST_P(GemvTest, MatchesReferenceAndIsBatchInvariant) {
                                                  x.begin() + std::size_t{p + 1} * in_features));
       },
       [&](const std::uint16_t* x1, DecodeBatch one, std::uint16_t* y1) {
-        return EnqueueGemv(dtype, d_w.data(), out_features, in_features, x1, one, y1,
-                           stream_.get());
+        return ops::Enqueue(
+            ops::Gemv::plain(dtype, d_w.data(), out_features, in_features, x1, one, y1),
+            stream_.get());
       });
 }
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "kernels/decode_kernels.h"
 #include "kernels/decoder_config_check.h"
 #include "kernels/decoder_weights.h"
 #include "kernels/half_bits.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/gpu_test.h"
 #include "support/test_seed.h"
@@ -185,14 +185,17 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   static const std::uint32_t active = 1;
   batch.active = &active;  // never dereferenced: every call below is refused first
   batch.capacity = 1;
-  EXPECT_EQ(EnqueueGemv(DecoderDType::kFloat16, nullptr, 8, 12, nullptr, batch, nullptr, nullptr),
+  EXPECT_EQ(ops::Enqueue(
+                ops::Gemv::plain(DecoderDType::kFloat16, nullptr, 8, 12, nullptr, batch, nullptr),
+                nullptr),
             cudaErrorInvalidValue);  // in_features not a multiple of 8
   alignas(16) static std::uint16_t w[16];
-  EXPECT_EQ(EnqueueGemv(DecoderDType::kFloat16, w + 1, 1, 8, w, batch, w, nullptr),
-            cudaErrorInvalidValue);  // misaligned weights
+  EXPECT_EQ(
+      ops::Enqueue(ops::Gemv::plain(DecoderDType::kFloat16, w + 1, 1, 8, w, batch, w), nullptr),
+      cudaErrorInvalidValue);  // misaligned weights
   DecoderConfig odd;
   odd.head_dim = 7;
-  EXPECT_EQ(EnqueueDecodeAttention(odd, nullptr, {}, batch, {}, nullptr, nullptr),
+  EXPECT_EQ(ops::Enqueue(ops::Attention::decode(odd, nullptr, {}, batch, {}, nullptr), nullptr),
             cudaErrorInvalidValue);
   // A model that splits its contexts without the scratch their partials
   // need (or with too few rows of it) is refused before any launch.
@@ -204,34 +207,40 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   rows.slots = slots;
   rows.positions = positions;
   rows.max_slots = 1;
-  EXPECT_EQ(EnqueueDecodeAttention(long_context, w, {}, rows, {}, w, nullptr),
+  EXPECT_EQ(ops::Enqueue(ops::Attention::decode(long_context, w, {}, rows, {}, w), nullptr),
             cudaErrorInvalidValue);
   static float partials[1];
   static std::uint32_t arrivals[1];
   rows.capacity = 2;
-  EXPECT_EQ(EnqueueDecodeAttention(long_context, w, {}, rows, {partials, arrivals, 1}, w, nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      ops::Enqueue(ops::Attention::decode(long_context, w, {}, rows, {partials, arrivals, 1}, w),
+                   nullptr),
+      cudaErrorInvalidValue);
   // A way of attending short rows that is not one of AttentionShortRows'
   // (a model that needs no scratch, every other argument valid).
   rows.capacity = 1;
-  EXPECT_EQ(EnqueueDecodeAttention(DecoderConfig{}, w, {w, w}, rows, {}, w, nullptr,
-                                   static_cast<AttentionShortRows>(2)),
+  EXPECT_EQ(ops::Enqueue(ops::Attention::decode(DecoderConfig{}, w, {w, w}, rows, {}, w,
+                                                static_cast<AttentionShortRows>(2)),
+                         nullptr),
             cudaErrorInvalidValue);
   DecoderConfig config;
   DecodeBatch no_active;
   no_active.capacity = 1;
-  EXPECT_EQ(EnqueueRmsNorm(config, nullptr, nullptr, no_active, nullptr, nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      ops::Enqueue(ops::RowNorm::rms_norm(config, nullptr, nullptr, no_active, nullptr), nullptr),
+      cudaErrorInvalidValue);
   alignas(16) static float hidden[8];
-  EXPECT_EQ(EnqueueRmsNormGemv(config, w, 1, nullptr, w, batch, w, nullptr),
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::rms_norm(config, w, 1, nullptr, w, batch, w), nullptr),
             cudaErrorInvalidValue);  // no residual stream to normalize
-  EXPECT_EQ(EnqueueRmsNormGemv(config, w, 1, hidden, w + 1, batch, w, nullptr),
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::rms_norm(config, w, 1, hidden, w + 1, batch, w), nullptr),
             cudaErrorInvalidValue);  // misaligned norm weight
-  EXPECT_EQ(EnqueueEmbeddingRmsNormGemv(config, w, nullptr, w, 1, w, batch, hidden, w, nullptr),
-            cudaErrorInvalidValue);  // no tokens
-  EXPECT_EQ(EnqueueGemvResidualAdd(config, w, 8, w, batch, nullptr, nullptr),
+  EXPECT_EQ(
+      ops::Enqueue(ops::Gemv::embedding_rms_norm(config, w, nullptr, w, 1, w, batch, hidden, w),
+                   nullptr),
+      cudaErrorInvalidValue);  // no tokens
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::residual_add(config, w, 8, w, batch, nullptr), nullptr),
             cudaErrorInvalidValue);  // no residual stream to add to
-  EXPECT_EQ(EnqueueGatedGemvResidualAdd(config, w, 12, w, batch, hidden, nullptr),
+  EXPECT_EQ(ops::Enqueue(ops::Gemv::gated_residual_add(config, w, 12, w, batch, hidden), nullptr),
             cudaErrorInvalidValue);  // in_features not a multiple of 8
   // SiLU * up of a gate | up GEMV: an odd width has no halves, no FFN has a
   // bias, and the inputs no step pairs with it are refused, as is an output
@@ -240,8 +249,9 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   using detail::decode::GemvIo;
   using detail::decode::GemvOutput;
   const auto fused = [&](GemvInput input, GemvOutput output, int out_features, GemvIo io) {
-    return EnqueueGemvFused(DecoderDType::kBFloat16, input, output, w, out_features, 8, io, batch,
-                            nullptr);
+    return ops::Enqueue(
+        ops::Gemv::fused(DecoderDType::kBFloat16, input, output, w, out_features, 8, io, batch),
+        nullptr);
   };
   EXPECT_EQ(fused(GemvInput::kPlain, GemvOutput::kSiluMul, 15, GemvIo::plain(w, w)),
             cudaErrorInvalidValue);
@@ -260,7 +270,7 @@ TEST(DecodeLaunchersTest, RefuseShapesTheKernelsCannotRun) {
   EXPECT_EQ(fused(GemvInput::kPlain, static_cast<GemvOutput>(3), 16, GemvIo::plain(w, w)),
             cudaErrorInvalidValue);
   DecodeBatch no_slots = batch;
-  EXPECT_EQ(EnqueueRopeAppendKv(config, nullptr, nullptr, {}, no_slots, nullptr),
+  EXPECT_EQ(ops::Enqueue(ops::RopeAppend::of(config, nullptr, nullptr, {}, no_slots), nullptr),
             cudaErrorInvalidValue);
 }
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
+#include "ops/host_driver.h"
 #include "support/kernel_harness.h"
 
 namespace baton {
@@ -47,11 +47,13 @@ TEST_F(LaunchOrderTest, LaunchNextEarlyKeepsEveryKernelAfterItsPredecessor) {
     auto d_hidden = Upload(hidden);
     auto d_y = Poisoned<std::uint16_t>(std::size_t{capacity} * ffn);
     for (int round = 0; round < 6; ++round) {
-      ASSERT_EQ(EnqueueRmsNormGemv(config, d_up.data(), ffn, d_hidden.data(), d_norm.data(), view,
-                                   d_y.data(), stream_.get()),
+      ASSERT_EQ(ops::Enqueue(ops::Gemv::rms_norm(config, d_up.data(), ffn, d_hidden.data(),
+                                                 d_norm.data(), view, d_y.data()),
+                             stream_.get()),
                 cudaSuccess);
-      ASSERT_EQ(EnqueueGemvResidualAdd(config, d_down.data(), ffn, d_y.data(), view,
-                                       d_hidden.data(), stream_.get()),
+      ASSERT_EQ(ops::Enqueue(ops::Gemv::residual_add(config, d_down.data(), ffn, d_y.data(), view,
+                                                     d_hidden.data()),
+                             stream_.get()),
                 cudaSuccess);
     }
     Sync();

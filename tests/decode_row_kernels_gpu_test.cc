@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
 #include "kernels/half_bits.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -46,8 +46,9 @@ TEST_P(RowKernelsTest, EmbeddingGathersRowsAndZeroesOutOfRangeTokens) {
   auto d_table = Upload(table);
   auto d_tokens = Upload(tokens);
   auto hidden = Poisoned<float>(capacity * 264);
-  ASSERT_EQ(EnqueueEmbedding(config, d_table.data(), d_tokens.data(), batch.view, hidden.data(),
-                             stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::RowNorm::embedding(config, d_table.data(), d_tokens.data(),
+                                                 batch.view, hidden.data()),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   const auto out = Download(hidden);
@@ -76,8 +77,9 @@ TEST_P(RowKernelsTest, RmsNormMatchesReference) {
   auto d_hidden = Upload(hidden);
   auto d_weight = Upload(weight);
   auto d_out = Poisoned<std::uint16_t>(capacity * 1000);
-  ASSERT_EQ(EnqueueRmsNorm(config, d_hidden.data(), d_weight.data(), batch.view, d_out.data(),
-                           stream_.get()),
+  ASSERT_EQ(ops::Enqueue(ops::RowNorm::rms_norm(config, d_hidden.data(), d_weight.data(),
+                                                batch.view, d_out.data()),
+                         stream_.get()),
             cudaSuccess);
   Sync();
   const auto out_bits = Download(d_out);
@@ -102,8 +104,10 @@ TEST_P(RowKernelsTest, ResidualAddIsExactFloatAddition) {
   TestBatch batch = MakeBatch(capacity, active, 8);
   auto d_hidden = Upload(hidden);
   auto d_delta = Upload(delta);
-  ASSERT_EQ(EnqueueResidualAdd(config, d_hidden.data(), d_delta.data(), batch.view, stream_.get()),
-            cudaSuccess);
+  ASSERT_EQ(
+      ops::Enqueue(ops::RowNorm::residual_add(config, d_hidden.data(), d_delta.data(), batch.view),
+                   stream_.get()),
+      cudaSuccess);
   Sync();
   const auto out = Download(d_hidden);
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -123,8 +127,9 @@ TEST_P(RowKernelsTest, SiluMulMatchesReference) {
   TestBatch batch = MakeBatch(capacity, active, 8);
   auto d_in = Upload(gate_up);
   auto d_out = Poisoned<std::uint16_t>(capacity * 1368);
-  ASSERT_EQ(EnqueueSiluMul(config, d_in.data(), batch.view, d_out.data(), stream_.get()),
-            cudaSuccess);
+  ASSERT_EQ(
+      ops::Enqueue(ops::SiluMul::of(config, d_in.data(), batch.view, d_out.data()), stream_.get()),
+      cudaSuccess);
   Sync();
   const auto out_bits = Download(d_out);
   std::vector<double> out, ref;

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
 #include "kernels/half_bits.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -36,8 +36,9 @@ std::vector<std::int32_t> Sample(cudaStream_t stream, const DecoderConfig& confi
   auto d_ids = Upload(ids);
   auto d_steps = Upload(steps);
   auto d_tokens = Poisoned<std::int32_t>(batch.view.capacity);
-  EXPECT_EQ(EnqueueSample(config, logits.data(), batch.view, params, d_ids.data(), d_steps.data(),
-                          d_tokens.data(), stream),
+  EXPECT_EQ(ops::Enqueue(ops::Select::sample(config, logits.data(), batch.view, params,
+                                             d_ids.data(), d_steps.data(), d_tokens.data()),
+                         stream),
             cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   return Download(d_tokens);
@@ -57,8 +58,10 @@ class TokenSelectionTest : public kernel_test::DTypeKernelTest {
     TestBatch batch = MakeBatch(capacity, active, 8);
     auto d_logits = Upload(logits);
     auto d_tokens = Poisoned<std::int32_t>(capacity);
-    EXPECT_EQ(EnqueueArgmax(config, d_logits.data(), batch.view, d_tokens.data(), stream_.get()),
-              cudaSuccess);
+    EXPECT_EQ(
+        ops::Enqueue(ops::Select::argmax(config, d_logits.data(), batch.view, d_tokens.data()),
+                     stream_.get()),
+        cudaSuccess);
     Sync();
     const auto tokens = Download(d_tokens);
     for (std::uint32_t p = 0; p < active; ++p) {

@@ -1,4 +1,4 @@
-// Baton's wide GEMV (EnqueueWideGemv) against the CPU reference, in fp16 and
+// Baton's wide GEMV (ops::WideGemv) against the CPU reference, in fp16 and
 // bf16, for each of its outputs (stored, added to the residual stream,
 // SiLU(gate) * up), over shapes that take its different paths (a partial
 // block of rows, a partial k-block and chunk, K split across clusters of 2
@@ -18,8 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
-#include "kernels/wide_gemv.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/kernel_harness.h"
 
@@ -110,8 +109,9 @@ class WideGemvTest : public kernel_test::DecodeKernelTest,
     GemvIo io = GemvIo::plain(d_x.data(), d_y.data(), s.bias ? bias.data() : nullptr);
     if (s.output == GemvOutput::kResidualAdd)
       io = GemvIo::residual_add(d_x.data(), d_residual.data(), io.bias);
-    EXPECT_EQ(EnqueueWideGemv(dtype, s.output, w.data(), s.out_features, s.in_features, io,
-                              batch.view, stream_.get()),
+    EXPECT_EQ(ops::Enqueue(ops::WideGemv::of(dtype, s.output, w.data(), s.out_features,
+                                             s.in_features, io, batch.view),
+                           stream_.get()),
               cudaSuccess);
     Sync();
     if constexpr (std::is_same_v<Out, float>) {
@@ -213,12 +213,12 @@ INSTANTIATE_TEST_SUITE_P(, WideGemvTest,
 // The split is the documented function of the shape: Llama-3.2-1B's
 // projections take 8, 8, 2, 8 and 1 (kernels/wide_gemv_body.cuh).
 TEST(WideGemvSplit, IsTheShapesOwn) {
-  EXPECT_EQ(WideGemvSplit(GemvOutput::kStore, 3072, 2048), 8);
-  EXPECT_EQ(WideGemvSplit(GemvOutput::kResidualAdd, 2048, 2048), 8);
-  EXPECT_EQ(WideGemvSplit(GemvOutput::kSiluMul, 16384, 2048), 2);
-  EXPECT_EQ(WideGemvSplit(GemvOutput::kResidualAdd, 2048, 8192), 8);
-  EXPECT_EQ(WideGemvSplit(GemvOutput::kStore, 128256, 2048), 1);
-  EXPECT_EQ(WideGemvSplit(GemvOutput::kStore, 1001, 520), 2);
+  EXPECT_EQ(ops::WideGemv::split(GemvOutput::kStore, 3072, 2048), 8);
+  EXPECT_EQ(ops::WideGemv::split(GemvOutput::kResidualAdd, 2048, 2048), 8);
+  EXPECT_EQ(ops::WideGemv::split(GemvOutput::kSiluMul, 16384, 2048), 2);
+  EXPECT_EQ(ops::WideGemv::split(GemvOutput::kResidualAdd, 2048, 8192), 8);
+  EXPECT_EQ(ops::WideGemv::split(GemvOutput::kStore, 128256, 2048), 1);
+  EXPECT_EQ(ops::WideGemv::split(GemvOutput::kStore, 1001, 520), 2);
 }
 
 class WideGemvRefusalTest : public kernel_test::DTypeKernelTest {};
@@ -233,7 +233,7 @@ TEST_P(WideGemvRefusalTest, RefusesBadArguments) {
   const GemvIo io = GemvIo::plain(x.data(), y.data());
   const auto enqueue = [&](GemvOutput output, const void* weight, int out, int in,
                            const GemvIo& args, DecodeBatch b) {
-    return EnqueueWideGemv(dtype, output, weight, out, in, args, b, stream_.get());
+    return ops::Enqueue(ops::WideGemv::of(dtype, output, weight, out, in, args, b), stream_.get());
   };
   EXPECT_EQ(enqueue(GemvOutput::kStore, w.data(), 64, 70, io, batch.view), cudaErrorInvalidValue)
       << "in_features not a multiple of 8";

@@ -30,7 +30,7 @@
 
 #include "baton/decoder_model.h"
 #include "baton/runtime.h"
-#include "kernels/decode_kernels.h"
+#include "kernels/decode_batch.h"
 #include "kernels/decoder_weights.h"
 #include "support/decoder_runs.h"
 #include "support/gpu_test.h"

@@ -28,8 +28,9 @@
 
 #include "baton/decoder_model.h"
 #include "baton/runtime.h"
-#include "kernels/decode_kernels.h"
+#include "kernels/decode_batch.h"
 #include "kernels/decoder_weights.h"
+#include "kernels/gemv_shape.h"
 #include "support/decode_reference.h"
 #include "support/decoder_runs.h"
 #include "support/gpu_test.h"
@@ -67,7 +68,7 @@ std::map<std::uint32_t, Outcome> RunOn(DecoderModel& model, Engine engine,
 class DecoderModelTest : public testing::GpuTest {};
 
 // The tiny config, and one whose QKV, gate | up and logits GEMVs are too wide
-// for the fused RMSNorm (GemvFusesRmsNorm: the embedding and norms run as row
+// for the fused RMSNorm (gemv_fuses_norm: the embedding and norms run as row
 // kernels there) and whose FFN is wide (the gate | up GEMV's 8320 row blocks
 // make SiLU * up as their output, from a plain input).
 TEST_F(DecoderModelTest, LogitsMatchTheReference) {
@@ -75,11 +76,11 @@ TEST_F(DecoderModelTest, LogitsMatchTheReference) {
   wide.heads = 48;    // QKV 4608 wide: 288 row blocks
   wide.vocab = 8192;  // 512 row blocks
   wide.ffn = 66560;   // the down GEMV's 8 row blocks x 66560 inputs
-  ASSERT_FALSE(GemvFusesRmsNorm(wide.qkv_width(), wide.d_model));
-  ASSERT_FALSE(GemvFusesRmsNorm(wide.vocab, wide.d_model));
-  ASSERT_TRUE(GemvFusesRmsNorm(TinyConfig().qkv_width(), TinyConfig().d_model));
-  ASSERT_FALSE(GemvFusesRmsNorm(wide.gate_up_width(), wide.d_model));
-  ASSERT_TRUE(GemvFusesRmsNorm(TinyConfig().gate_up_width(), TinyConfig().d_model));
+  ASSERT_FALSE(detail::decode::gemv_fuses_norm(wide.qkv_width(), wide.d_model));
+  ASSERT_FALSE(detail::decode::gemv_fuses_norm(wide.vocab, wide.d_model));
+  ASSERT_TRUE(detail::decode::gemv_fuses_norm(TinyConfig().qkv_width(), TinyConfig().d_model));
+  ASSERT_FALSE(detail::decode::gemv_fuses_norm(wide.gate_up_width(), wide.d_model));
+  ASSERT_TRUE(detail::decode::gemv_fuses_norm(TinyConfig().gate_up_width(), TinyConfig().d_model));
   for (DecoderDType dtype : {DecoderDType::kFloat16, DecoderDType::kBFloat16}) {
     for (DecoderGemm gemm : {DecoderGemm::kCublasLt, DecoderGemm::kBatonGemv, DecoderGemm::kAuto}) {
       for (bool is_wide : {false, true}) {

@@ -1,4 +1,4 @@
-// Top-k / top-p token selection (EnqueueSamplePositions) against the CPU
+// Top-k / top-p token selection (ops::Select::sample_positions) against the CPU
 // reference of its semantics (support/decode_reference.h), on fresh random
 // logits each run (support/test_seed.h: every failure names the seed), in
 // fp16 and bf16, over vocabularies served by clusters of 1, 2, 3 and 8
@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "baton/cuda_resources.h"
-#include "kernels/decode_kernels.h"
 #include "kernels/half_bits.h"
+#include "ops/host_driver.h"
 #include "support/decode_reference.h"
 #include "support/gpu_test.h"
 #include "support/kernel_harness.h"
@@ -112,7 +112,7 @@ class SamplingTest : public testing::GpuTest {
     return r;
   }
 
-  // EnqueueSamplePositions over rows [capacity, vocab]; the first `active`
+  // ops::Select::sample_positions over rows [capacity, vocab]; the first `active`
   // positions are live. Returns all `capacity` tokens.
   std::vector<std::int32_t> RunPositions(const DecoderConfig& config,
                                          const std::vector<std::uint16_t>& rows,
@@ -141,15 +141,17 @@ class SamplingTest : public testing::GpuTest {
     DecodeBatch batch;
     batch.active = d_active.data();
     batch.capacity = capacity;
-    EXPECT_EQ(EnqueueSamplePositions(config, d_rows.data(), batch, d_params.data(), d_ids.data(),
-                                     d_steps.data(), d_tokens.data(), stream_.get()),
-              cudaSuccess);
+    EXPECT_EQ(
+        ops::Enqueue(ops::Select::sample_positions(config, d_rows.data(), batch, d_params.data(),
+                                                   d_ids.data(), d_steps.data(), d_tokens.data()),
+                     stream_.get()),
+        cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
     return Download(d_tokens);
   }
 
-  // EnqueueSample (one set of parameters) or, with sample = false,
-  // EnqueueArgmax over the same rows and keys.
+  // ops::Select::sample (one set of parameters) or, with sample = false,
+  // ops::Select::argmax over the same rows and keys.
   std::vector<std::int32_t> RunUniform(const DecoderConfig& config,
                                        const std::vector<std::uint16_t>& rows,
                                        const std::vector<Request>& requests, std::uint32_t active,
@@ -170,9 +172,11 @@ class SamplingTest : public testing::GpuTest {
     batch.active = d_active.data();
     batch.capacity = capacity;
     const cudaError_t launched =
-        sample ? EnqueueSample(config, d_rows.data(), batch, params, d_ids.data(), d_steps.data(),
-                               d_tokens.data(), stream_.get())
-               : EnqueueArgmax(config, d_rows.data(), batch, d_tokens.data(), stream_.get());
+        sample ? ops::Enqueue(ops::Select::sample(config, d_rows.data(), batch, params,
+                                                  d_ids.data(), d_steps.data(), d_tokens.data()),
+                              stream_.get())
+               : ops::Enqueue(ops::Select::argmax(config, d_rows.data(), batch, d_tokens.data()),
+                              stream_.get());
     EXPECT_EQ(launched, cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
     return Download(d_tokens);
@@ -350,11 +354,11 @@ TEST_F(SamplingTest, TopKOneIsGreedy) {
 }
 
 // Plain temperature sampling through the per-position launcher is
-// EnqueueSample bit for bit; a filtered position whose plain token survives
+// ops::Select::sample bit for bit; a filtered position whose plain token survives
 // its filter gets that very token (the survivors' Gumbel-max is the plain
-// one's restricted to them); EnqueueSample's uniform top-k / top-p equals the
+// one's restricted to them); ops::Select::sample's uniform top-k / top-p equals the
 // per-position launcher with the same parameters everywhere.
-TEST_F(SamplingTest, FilteredAndPlainPathsAgreeWithEnqueueSample) {
+TEST_F(SamplingTest, FilteredAndPlainPathsAgreeWithUniformSampling) {
   int same_as_plain = 0;
   for (DecoderDType dtype : kDTypes) {
     for (int vocab : {1000, 12000, 32000, 151936}) {
@@ -553,24 +557,34 @@ TEST_F(SamplingTest, LauncherRejectsMissingArrays) {
   DecodeBatch batch;
   batch.active = d_active.data();
   batch.capacity = 1;
-  EXPECT_EQ(EnqueueSamplePositions(config, d_logits.data(), batch, nullptr, d_ids.data(),
-                                   d_steps.data(), d_tokens.data(), stream_.get()),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(EnqueueSamplePositions(config, d_logits.data(), batch, d_params.data(), nullptr,
-                                   d_steps.data(), d_tokens.data(), stream_.get()),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(EnqueueSamplePositions(config, d_logits.data(), batch, d_params.data(), d_ids.data(),
-                                   nullptr, d_tokens.data(), stream_.get()),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      ops::Enqueue(ops::Select::sample_positions(config, d_logits.data(), batch, nullptr,
+                                                 d_ids.data(), d_steps.data(), d_tokens.data()),
+                   stream_.get()),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(
+      ops::Enqueue(ops::Select::sample_positions(config, d_logits.data(), batch, d_params.data(),
+                                                 nullptr, d_steps.data(), d_tokens.data()),
+                   stream_.get()),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(
+      ops::Enqueue(ops::Select::sample_positions(config, d_logits.data(), batch, d_params.data(),
+                                                 d_ids.data(), nullptr, d_tokens.data()),
+                   stream_.get()),
+      cudaErrorInvalidValue);
   batch.capacity = 0;
-  EXPECT_EQ(EnqueueSamplePositions(config, d_logits.data(), batch, d_params.data(), d_ids.data(),
-                                   d_steps.data(), d_tokens.data(), stream_.get()),
-            cudaSuccess);
+  EXPECT_EQ(
+      ops::Enqueue(ops::Select::sample_positions(config, d_logits.data(), batch, d_params.data(),
+                                                 d_ids.data(), d_steps.data(), d_tokens.data()),
+                   stream_.get()),
+      cudaSuccess);
   // All-zero parameters are greedy.
   batch.capacity = 1;
-  ASSERT_EQ(EnqueueSamplePositions(config, d_logits.data(), batch, d_params.data(), d_ids.data(),
-                                   d_steps.data(), d_tokens.data(), stream_.get()),
-            cudaSuccess);
+  ASSERT_EQ(
+      ops::Enqueue(ops::Select::sample_positions(config, d_logits.data(), batch, d_params.data(),
+                                                 d_ids.data(), d_steps.data(), d_tokens.data()),
+                   stream_.get()),
+      cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
   EXPECT_EQ(Download(d_tokens)[0], 0);
 }

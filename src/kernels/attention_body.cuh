@@ -1,7 +1,6 @@
-// Decode attention: the attention kernel's body, shared by the graph path
-// (decode_kernels.cu) and the dynamic-parallelism step
-// (src/model/dp_decoder_step.cu), which pass it their shared memory
-// (AttentionShared). Internal; Abseil-free.
+// Decode attention: the attention kernel's body (ops/attention.h), which
+// every launch path runs with its tile and shared memory (AttentionShared)
+// from its caller. Internal; Abseil-free.
 //
 // A model whose max_context does not split (attention_splits,
 // kernels/attention_split.h), in a launch that does not group short rows
@@ -29,6 +28,7 @@
 #include "kernels/attention_short_body.cuh"
 #include "kernels/attention_split_body.cuh"
 #include "kernels/attention_split_mma_body.cuh"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
 
@@ -44,22 +44,23 @@ union AttentionShared<T, V, H, false> {
 };
 
 // out[r][h] = softmax(q_h · Kᵀ / sqrt(head_dim)) · V over the row's context
-// [0, pos] (contract: kernels/decode_kernels.h). With Rope the kernel
+// [0, pos] (contract: ops/attention.h). With Rope the kernel
 // rotates q (in place) and this token's k, appends k and v once, and takes
 // the keys and values of the row's chunk before it (batch.fresh) from their
 // qkv rows.
-// `scores`: the dynamic shared memory, 16-byte aligned: max_context floats
-// for Split = false, the tensor-core path's ring and states
-// (attention_mma_layout) otherwise.
+// Grid (rows, query heads[, z]) = tile. `sh` and `scores` are the caller's
+// shared memory; `scores`, 128-byte aligned: max_context floats for Split =
+// false, the tensor-core path's ring and states (attention_mma_layout)
+// otherwise.
 template <class T, int V, int H, bool Rope, bool Split>
 __device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
                                                KvCacheLayer cache, DecodeBatch batch,
                                                AttentionScratch scratch,
-                                               AttentionShortRows short_rows,
+                                               AttentionShortRows short_rows, Tile tile,
                                                AttentionShared<T, V, H, Split>& sh, float* scores,
                                                T* out) {
-  const std::uint32_t p = blockIdx.x;
-  const int head = blockIdx.y, z = blockIdx.z;
+  const std::uint32_t p = tile.x;
+  const int head = static_cast<int>(tile.y), z = static_cast<int>(tile.z);
   // Short rows grouped on tensor cores too (the short path then serves only
   // rows out of range).
   bool grouped = false;
@@ -88,9 +89,9 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   }
   if constexpr (Split) {
     const int group = config.group_size();
-    const int split = (head % group) * static_cast<int>(gridDim.z) + z;
+    const int split = (head % group) * static_cast<int>(tile.nz) + z;
     if (split >= attention_split(row.pos + 1).units) return;
-    const int blocks = group * static_cast<int>(gridDim.z);
+    const int blocks = group * static_cast<int>(tile.nz);
     if constexpr (V == kVector) {
       if (attention_split_mma(config)) {
         const auto body = [&](auto hd) {

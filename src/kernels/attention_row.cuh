@@ -1,6 +1,6 @@
 // What both paths of decode attention share (kernels/attention_body.cuh):
 // the block size, the row a block serves as looked up from the batch, and
-// the launchers' instantiation choice. Internal; Abseil-free.
+// the launch shape. Internal; Abseil-free.
 #pragma once
 
 #include "kernels/attention_split.h"
@@ -17,29 +17,17 @@ inline constexpr int kAttentionWarps = kAttentionThreads / 32;
 inline constexpr int kAttentionMinBlocks = 2;
 
 // Query heads one pass of the split path serves: 4, or 8 for larger groups
-// (the launchers pick; a group past 8 takes several passes).
+// (the op picks; a group past 8 takes several passes).
 __host__ __device__ constexpr int attention_pass_heads(int group_size) {
   return group_size <= 4 ? 4 : 8;
 }
 
-// Calls f.template operator()<V, H>() with the config's load width (8
-// elements when head_dim allows, else 2) and query heads per pass; host and
-// device (the dynamic-parallelism step launches from the GPU).
-template <class F>
-__host__ __device__ cudaError_t dispatch_attention(const DecoderConfig& config, const F& f) {
-  const bool wide = config.head_dim % kVector == 0;
-  if (attention_pass_heads(config.group_size()) == 8) {
-    return wide ? f.template operator()<kVector, 8>() : f.template operator()<2, 8>();
-  }
-  return wide ? f.template operator()<kVector, 4>() : f.template operator()<2, 4>();
-}
-
-// A launch of `capacity` rows (both launchers): the single-pass kernel's
-// grid (rows, query heads) with max_context floats of scores in dynamic
-// shared memory when max_context does not split and short rows are not
-// grouped; else the split kernel's (rows, query heads, z) (z = 1 when
-// max_context does not split) with the tensor-core path's ring (none for
-// the CUDA-core path).
+// A launch of `capacity` rows (ops/attention.h, on every launch path): the
+// single-pass kernel's grid (rows, query heads) with max_context floats of
+// scores in dynamic shared memory when max_context does not split and short
+// rows are not grouped; else the split kernel's (rows, query heads, z) (z = 1
+// when max_context does not split) with the tensor-core path's ring (none
+// for the CUDA-core path).
 struct AttentionLaunchShape {
   bool split;
   dim3 grid;
@@ -60,8 +48,9 @@ __host__ __device__ inline AttentionLaunchShape attention_launch_shape(
 // position, and hist, the rows of its context already in the cache (the rest,
 // [hist, pos), are this step's chunk before it: their k and v are in qkv).
 struct AttentionRow {
-  bool live = false;      // p < the batch's active rows
-  bool in_range = false;  // live, with a valid slot and position
+  std::uint32_t index = 0;  // p: the row of qkv and out
+  bool live = false;        // p < the batch's active rows
+  bool in_range = false;    // live, with a valid slot and position
   std::uint32_t slot = 0;
   int pos = 0;
   int hist = 0;
@@ -77,6 +66,7 @@ __device__ inline AttentionRow look_up_attention_row(const DecodeBatch& batch,
                                                      const DecoderConfig& config, std::uint32_t p,
                                                      AtSlot&& at_slot) {
   AttentionRow row;
+  row.index = p;
   int fresh = Rope && batch.fresh != nullptr ? static_cast<int>(batch.fresh[p]) : 0;
   row.in_range = look_up_sequence(batch, config, p, row.live, row.slot, row.pos, at_slot);
   fresh = fresh > row.pos ? row.pos : fresh > static_cast<int>(p) ? static_cast<int>(p) : fresh;
@@ -156,6 +146,25 @@ __device__ inline bool last_split_block(const DecoderConfig& config,
   if (!finishes) return false;
   __threadfence();
   return true;
+}
+
+// A split path block's end (both split bodies): with one unit the block
+// wrote the output itself; with more, the last of the row's blocks to
+// arrive combines the units' partials in unit order (`combine`, the same
+// bits whichever block it is). The block that writes the output then
+// stores the group's q rotated (`rotate_q`; nothing without RoPE).
+template <class Combine, class RotateQ>
+__device__ __forceinline__ void finish_split_row(const DecoderConfig& config,
+                                                 const AttentionScratch& scratch, std::uint32_t p,
+                                                 int kv_head, int blocks,
+                                                 const AttentionSplit& split, bool& finishes,
+                                                 Combine&& combine, RotateQ&& rotate_q) {
+  if (split.units > 1) {
+    const int participants = blocks < split.units ? blocks : split.units;
+    if (!last_split_block(config, scratch, p, kv_head, participants, finishes)) return;
+    combine();
+  }
+  rotate_q();
 }
 
 }  // namespace baton::detail::decode

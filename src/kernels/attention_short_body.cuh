@@ -90,7 +90,7 @@ __device__ __forceinline__ void attention_short_body(
     const DecoderConfig& config, const float* inv_freq, T* qkv, const KvCacheLayer& cache,
     const DecodeBatch& batch, const AttentionRow& row, int head, const ShortHistory<T, V>& early,
     AttentionShortShared<T>& sh, float* scores, T* out) {
-  const std::uint32_t p = blockIdx.x;
+  const std::uint32_t p = row.index;
   const int kv_head = head / config.group_size();
   // The group's first query head appends this token's key and value; the
   // others compute the same rotated key for themselves (no block waits for

@@ -1,7 +1,7 @@
 // How decode attention splits a row's context across blocks (split-K, or
 // "flash-decoding"): the layout is a function of the context alone, so a
 // row's bits never depend on the batch, the bucket or the engine's grid.
-// Plain C++ (host and device): the launchers size grids and scratch with it,
+// Plain C++ (host and device): the op sizes grids and scratch with it,
 // the kernel body walks it, the tests check it.
 //
 // A row attends over `context` keys in tiles of kAttentionTile. The tiles
@@ -62,7 +62,7 @@ inline constexpr unsigned kAttentionMmaWarps = 4;
 // How a launch attends its rows of one unit (at most kAttentionUnitKeys
 // keys), chosen by the caller for the whole launch: the step's plan picks
 // kPerQueryHead on Baton's batch-invariant GEMV path and kGrouped on the
-// cuBLASLt path (src/model/step_plan.cc), so a row's bits depend on its q,
+// cuBLASLt path (src/plan/step_plan.cc), so a row's bits depend on its q,
 // its context, the model and this choice alone.
 // - kPerQueryHead: a block per (row, query head) (attention_short_body.cuh),
 //   its keys' loads issued before the wait on the previous node: the
@@ -114,10 +114,6 @@ struct AttentionMmaLayout {
       l.states + kAttentionMmaWarps * group * (static_cast<unsigned>(config.head_dim) + 2u) * 4u;
   return l;
 }
-// The most any model asks for (head_dim 128, a group of 16): what the
-// dynamic-parallelism step opts its instantiations in to.
-inline constexpr unsigned kAttentionMmaMaxBytes =
-    2u * 2u * kAttentionMmaTileKeys * 256u + kAttentionMmaWarps * 16u * (128u + 2u) * 4u;
 
 struct AttentionSplit {
   int units = 1;           // contiguous runs of tiles, one partial each

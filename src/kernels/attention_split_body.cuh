@@ -121,7 +121,7 @@ __device__ __noinline__ void attention_split_body(
   constexpr int kSliceLoads = Layout::kSliceLoads;
   constexpr int kMaxRounds = Layout::kMaxRounds;
   constexpr int kSlots = Layout::kPieceSlots;
-  const std::uint32_t p = blockIdx.x;
+  const std::uint32_t p = row.index;
   const int group_size = config.group_size();
   const int hd = config.head_dim;
   const Layout lay(hd);
@@ -465,33 +465,27 @@ __device__ __noinline__ void attention_split_body(
       rope_group_queries<T, V>(qkv_row + static_cast<std::size_t>(kv_head) * group_size * hd,
                                group_size, hd, sh.sin, sh.cos);
   };
-  if (split.units == 1) {
-    store_rotated_q();
-    return;
-  }
-  // Split: the last block of the row to arrive combines the units' partials
-  // in unit order (the same bits whichever block it is).
-  if (!last_split_block(config, scratch, p, kv_head, blocks < split.units ? blocks : split.units,
-                        sh.finishes)) {
-    return;
-  }
-  for (int i = threadIdx.x; i < group_size * hd; i += kAttentionThreads) {
-    const int h = i / hd, d = i % hd;
-    const float* part =
-        scratch.partials + (static_cast<std::size_t>(p) * config.heads + kv_head * group_size + h) *
-                               kAttentionMaxUnits * (hd + 2);
-    float mx = -INFINITY;
-    for (int u = 0; u < split.units; ++u) mx = fmaxf(mx, __ldcg(part + u * (hd + 2) + hd));
-    float total = 0.0f, sum = 0.0f;
-    for (int u = 0; u < split.units; ++u) {
-      const float* unit = part + u * (hd + 2);
-      const float w = __expf(__ldcg(unit + hd) - mx);
-      total += w * __ldcg(unit + d);
-      sum += w * __ldcg(unit + hd + 1);
-    }
-    store(out_row + h * hd, d, total / sum);
-  }
-  store_rotated_q();
+  finish_split_row(
+      config, scratch, p, kv_head, blocks, split, sh.finishes,
+      [&] {
+        for (int i = threadIdx.x; i < group_size * hd; i += kAttentionThreads) {
+          const int h = i / hd, d = i % hd;
+          const float* part = scratch.partials + (static_cast<std::size_t>(p) * config.heads +
+                                                  kv_head * group_size + h) *
+                                                     kAttentionMaxUnits * (hd + 2);
+          float mx = -INFINITY;
+          for (int u = 0; u < split.units; ++u) mx = fmaxf(mx, __ldcg(part + u * (hd + 2) + hd));
+          float total = 0.0f, sum = 0.0f;
+          for (int u = 0; u < split.units; ++u) {
+            const float* unit = part + u * (hd + 2);
+            const float w = __expf(__ldcg(unit + hd) - mx);
+            total += w * __ldcg(unit + d);
+            sum += w * __ldcg(unit + hd + 1);
+          }
+          store(out_row + h * hd, d, total / sum);
+        }
+      },
+      store_rotated_q);
 }
 
 }  // namespace baton::detail::decode

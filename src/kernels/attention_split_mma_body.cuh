@@ -64,7 +64,7 @@ __device__ __noinline__ void attention_split_mma_body(
   static_assert(HD == 0 || (HD % 16 == 0 && HD <= kDecoderMaxHeadDim), "a head_dim mma serves");
   constexpr int kTileKeys = kAttentionMmaTileKeys;
   constexpr int kHd = HD > 0 ? HD : kDecoderMaxHeadDim;  // what the unrolled loops cover
-  const std::uint32_t p = blockIdx.x;
+  const std::uint32_t p = row.index;
   const int group = config.group_size();
   const int hd = HD > 0 ? HD : config.head_dim;
   const int chunks = hd / 8;  // 16-byte chunks of a head row; also O's n-tiles
@@ -142,7 +142,7 @@ __device__ __noinline__ void attention_split_mma_body(
   // With HD known and dividing the block's copies evenly, a thread copies
   // the same chunk of rows kCopyStep apart (a multiple of 8: the same
   // swizzle), so its copies are one base and constant strides.
-  constexpr bool kFixedChunk = HD > 0 && kAttentionThreads % (HD / 8) == 0;
+  constexpr bool kFixedChunk = HD > 0 && kAttentionThreads % (HD > 0 ? HD / 8 : 1) == 0;
   constexpr int kCopyStep = kFixedChunk ? kAttentionThreads / (HD / 8) : 8;
   static_assert(kCopyStep % 8 == 0, "rows a thread copies share their swizzle");
   const unsigned copy_to = r0 * row_bytes + ((c0 ^ (r0 & 7)) << 4);
@@ -341,32 +341,8 @@ __device__ __noinline__ void attention_split_mma_body(
           }
         }
       }
-      float max_a = fmaxf(m_a, fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])));
-      float max_b = fmaxf(m_b, fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3])));
-      max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 1));
-      max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 2));
-      max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 1));
-      max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 2));
-      // Finite: key0 < end. The first tile rescales zeros by exp2(-inf) = 0.
-      if (!__all_sync(0xffffffffu, max_a == m_a && max_b == m_b)) {
-        const float rescale_a = fast_exp2((m_a - max_a) * scale_log2);
-        const float rescale_b = fast_exp2((m_b - max_b) * scale_log2);
-#pragma unroll
-        for (int t = 0; t < kHd / 8; ++t) {
-          if (has_chunk(t)) {
-            o[t][0] *= rescale_a;
-            o[t][1] *= rescale_a;
-            o[t][2] *= rescale_b;
-            o[t][3] *= rescale_b;
-          }
-        }
-        sums[0] *= rescale_a;
-        sums[1] *= rescale_a;
-        sums[2] *= rescale_b;
-        sums[3] *= rescale_b;
-        m_a = max_a;
-        m_b = max_b;
-      }
+      // The maxima are finite: key0 < end.
+      online_softmax_tile(s, m_a, m_b, o, sums, scale_log2, has_chunk);
       const float shift_a = -m_a * scale_log2, shift_b = -m_b * scale_log2;
       unsigned hi[4], lo[4];  // A fragments: rows a, b of keys 0-7, then of keys 8-15
 #pragma unroll
@@ -465,48 +441,42 @@ __device__ __noinline__ void attention_split_mma_body(
       rope_group_queries<T, kVector>(qkv_row + static_cast<std::size_t>(head0) * hd, group, hd,
                                      sh.sin, sh.cos);
   };
-  if (split.units == 1) {
-    store_rotated_q();
-    return;
-  }
-  // The last block of the row to arrive combines the units' partials in unit
-  // order (the same bits whichever block it is).
-  if (!last_split_block(config, scratch, p, kv_head, blocks < split.units ? blocks : split.units,
-                        sh.finishes)) {
-    return;
-  }
-  // Each unit's weight per head, then the outputs: the ring is free now.
-  float* const weights = reinterpret_cast<float*>(dynamic);  // [g][kAttentionMaxUnits]
-  float* const sums_of = weights + group * kAttentionMaxUnits;
-  float* const inverse = sums_of + group * kAttentionMaxUnits;
-  const int units = split.units;
-  for (int i = threadIdx.x; i < group * units; i += kAttentionThreads) {
-    const int g = i / units, u = i - g * units;
-    const float* part = partial(g, u);
-    weights[g * kAttentionMaxUnits + u] = __ldcg(part + hd);
-    sums_of[g * kAttentionMaxUnits + u] = __ldcg(part + hd + 1);
-  }
-  __syncthreads();
-  for (int g = threadIdx.x; g < group; g += kAttentionThreads) {
-    float* const w = weights + g * kAttentionMaxUnits;
-    float mx = -INFINITY;
-    for (int u = 0; u < units; ++u) mx = fmaxf(mx, w[u]);
-    float sum = 0.0f;
-    for (int u = 0; u < units; ++u) {
-      w[u] = fast_exp2(w[u] - mx);
-      sum += w[u] * sums_of[g * kAttentionMaxUnits + u];
-    }
-    inverse[g] = 1.0f / sum;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < group * hd; i += kAttentionThreads) {
-    const int g = i / hd, d = i - g * hd;
-    const float* const w = weights + g * kAttentionMaxUnits;
-    float total = 0.0f;
-    for (int u = 0; u < units; ++u) total += w[u] * __ldcg(partial(g, u) + d);
-    store(out_row + g * hd, d, total * inverse[g]);
-  }
-  store_rotated_q();
+  finish_split_row(
+      config, scratch, p, kv_head, blocks, split, sh.finishes,
+      [&] {
+        // Each unit's weight per head, then the outputs: the ring is free now.
+        float* const weights = reinterpret_cast<float*>(dynamic);  // [g][kAttentionMaxUnits]
+        float* const sums_of = weights + group * kAttentionMaxUnits;
+        float* const inverse = sums_of + group * kAttentionMaxUnits;
+        const int units = split.units;
+        for (int i = threadIdx.x; i < group * units; i += kAttentionThreads) {
+          const int g = i / units, u = i - g * units;
+          const float* part = partial(g, u);
+          weights[g * kAttentionMaxUnits + u] = __ldcg(part + hd);
+          sums_of[g * kAttentionMaxUnits + u] = __ldcg(part + hd + 1);
+        }
+        __syncthreads();
+        for (int g = threadIdx.x; g < group; g += kAttentionThreads) {
+          float* const w = weights + g * kAttentionMaxUnits;
+          float mx = -INFINITY;
+          for (int u = 0; u < units; ++u) mx = fmaxf(mx, w[u]);
+          float sum = 0.0f;
+          for (int u = 0; u < units; ++u) {
+            w[u] = fast_exp2(w[u] - mx);
+            sum += w[u] * sums_of[g * kAttentionMaxUnits + u];
+          }
+          inverse[g] = 1.0f / sum;
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < group * hd; i += kAttentionThreads) {
+          const int g = i / hd, d = i - g * hd;
+          const float* const w = weights + g * kAttentionMaxUnits;
+          float total = 0.0f;
+          for (int u = 0; u < units; ++u) total += w[u] * __ldcg(partial(g, u) + d);
+          store(out_row + g * hd, d, total * inverse[g]);
+        }
+      },
+      store_rotated_q);
 }
 
 }  // namespace baton::detail::decode

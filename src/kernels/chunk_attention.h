@@ -1,7 +1,8 @@
 // Causal attention for a step whose positions each hold a chunk of token
 // rows (prefill chunks and single decoding tokens alike): FlashAttention-2 on
-// tensor cores, grouped-query aware. Plain C++ (no Abseil), so the decoder's
-// step in .cc and .cu files and the dynamic-parallelism step can use it.
+// tensor cores, grouped-query aware (kernels/chunk_attention_body.cuh; the op
+// is ops/chunk_attention.h). Plain C++ (no Abseil): the batch, the grid and
+// the contract.
 //
 // Position p (p < *active, p < capacity) owns rows [first_row[p],
 // first_row[p] + tokens[p]) of qkv and out; its row i is sequence position
@@ -30,7 +31,7 @@
 
 #include "baton/config.h"
 #include "baton/decoder_config.h"
-#include "kernels/decode_kernels.h"
+#include "kernels/decode_batch.h"
 
 namespace baton {
 
@@ -54,15 +55,17 @@ namespace detail::chunk {
 // head of the group) pair, token-major (row = token * group + head in group).
 inline constexpr int kTileRows = 64;
 inline constexpr int kThreads = 128;
+inline constexpr int kMinHeadDim = 16;  // head sizes: multiples of 16 in [16, 128]
+inline constexpr int kMaxHeadDim = 128;
 }  // namespace detail::chunk
 
-// The grid EnqueueChunkAttention launches for `capacity` positions and
+// The grid ops::ChunkAttention launches for `capacity` positions and
 // `rows` rows: x covers the worst case of tiles, sum over positions of
 // ceil(tokens * group / 64) <= ceil(rows * group / 64) + capacity (each
 // position wastes less than one tile), y = key/value heads. Blocks beyond the
-// step's actual tiles exit at once. A dynamic-parallelism caller may pass the
-// actual rows and live positions instead (any grid that covers the tiles of
-// the live positions is correct). Callable on the device.
+// step's actual tiles exit at once. A device launch passes the actual rows
+// and live positions instead (any grid that covers the tiles of the live
+// positions is correct). Callable on the device.
 [[nodiscard]] BATON_HOST_DEVICE inline dim3 chunk_attention_grid(const DecoderConfig& config,
                                                                  std::uint32_t capacity,
                                                                  std::uint32_t rows) {
@@ -72,17 +75,5 @@ inline constexpr int kThreads = 128;
       (query_rows + detail::chunk::kTileRows - 1) / detail::chunk::kTileRows + capacity;
   return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(config.key_value_heads()), 1);
 }
-
-// Enqueues the attention of every live position's rows (see above), with
-// programmatic dependent launch (it reads q and the cache only after
-// wait_for_previous_nodes). Returns cudaErrorInvalidValue, before any launch
-// (cudaGetLastError stays clean), for a head_dim that is not a multiple of
-// 16 in [16, 128] (the caller then falls back to another kernel), heads not
-// a multiple of kv_heads, max_context <= 0, a null pointer, capacity 0, a
-// pointer not 16-byte aligned, or a grid past CUDA's limits; otherwise the
-// launch's error.
-[[nodiscard]] cudaError_t EnqueueChunkAttention(const DecoderConfig& config, const void* qkv,
-                                                KvCacheLayer cache, ChunkAttentionBatch batch,
-                                                void* out, cudaStream_t stream);
 
 }  // namespace baton

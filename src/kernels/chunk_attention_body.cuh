@@ -1,8 +1,6 @@
-// The chunk attention kernel's body (EnqueueChunkAttention,
-// kernels/chunk_attention.h): shared by the graph path (chunk_attention.cu)
-// and a dynamic-parallelism step compiled into another device link, which
-// pass it their own shared memory (ChunkAttentionShared). Internal;
-// Abseil-free.
+// The chunk attention's body (kernels/chunk_attention.h, ops/chunk_attention.h),
+// which every launch path runs with its tile and shared memory
+// (ChunkAttentionShared) from its caller. Internal; Abseil-free.
 //
 // FlashAttention-2 on tensor cores. A block serves one (position, key/value
 // head) and a tile of kTileRows query rows of that position; a query row is a
@@ -32,6 +30,7 @@
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/gemv_body.cuh"
 #include "kernels/mma_softmax.cuh"
+#include "kernels/tile.h"
 
 namespace baton::detail::chunk {
 
@@ -44,8 +43,6 @@ inline constexpr int kTileKeys = 64;  // keys per K/V tile: eight n-tiles of S, 
 // paying a full memory round trip per tile. 112 KB for head_dim 128: two
 // blocks per SM still fit.
 inline constexpr int kStages = 3;
-inline constexpr int kMinHeadDim = 16;
-inline constexpr int kMaxHeadDim = 128;
 inline constexpr std::uint32_t kNoPosition = 0xffffffffu;
 
 // 16-byte chunks per shared-memory row: the head's D / 8, padded to a
@@ -70,9 +67,9 @@ struct TileWork {
   std::int32_t start;
 };
 
-// The body's shared memory, provided by its caller (a __global__ wrapper
-// casts its dynamic shared memory to it). T only names the storage type the
-// rows hold; the layout is in 16-byte chunks.
+// The body's shared memory, provided by its caller (the op's dynamic shared
+// memory). T only names the storage type the rows hold; the layout is in
+// 16-byte chunks.
 template <class T, int D>
 struct ChunkAttentionShared {
   static_assert(D % 16 == 0 && D >= kMinHeadDim && D <= kMaxHeadDim,
@@ -89,37 +86,36 @@ struct ChunkAttentionShared {
 template <class T, int D>
 inline constexpr std::size_t kSharedBytes = sizeof(ChunkAttentionShared<T, D>);
 
-// Returns f.template operator()<D>() (a cudaError_t) for the head size D of
-// an instantiation (a multiple of 16 in [kMinHeadDim, kMaxHeadDim]), else
-// cudaErrorInvalidValue. Host and device: f launches from the host or from
-// the device, or opts an instantiation in to its shared memory, so the check
-// that an HD function calls only HD code is off here.
+// Returns f(std::integral_constant<int, D>{}) (a cudaError_t) for the head
+// size D of an instantiation (a multiple of 16 in [kMinHeadDim,
+// kMaxHeadDim]), else cudaErrorInvalidValue. Host and device: the op
+// (ops/chunk_attention.h) picks its variant with it on either side.
 #pragma nv_exec_check_disable
 template <class F>
-__host__ __device__ cudaError_t with_head_dim(int head_dim, const F& f) {
+__host__ __device__ cudaError_t with_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
     case 16:
-      return f.template operator()<16>();
+      return f(std::integral_constant<int, 16>{});
     case 32:
-      return f.template operator()<32>();
+      return f(std::integral_constant<int, 32>{});
     case 48:
-      return f.template operator()<48>();
+      return f(std::integral_constant<int, 48>{});
     case 64:
-      return f.template operator()<64>();
+      return f(std::integral_constant<int, 64>{});
     case 80:
-      return f.template operator()<80>();
+      return f(std::integral_constant<int, 80>{});
     case 96:
-      return f.template operator()<96>();
+      return f(std::integral_constant<int, 96>{});
     case 112:
-      return f.template operator()<112>();
+      return f(std::integral_constant<int, 112>{});
     case 128:
-      return f.template operator()<128>();
+      return f(std::integral_constant<int, 128>{});
     default:
       return cudaErrorInvalidValue;
   }
 }
 
-// Maps this block (blockIdx.x) to its (position, tile): the tiles of the
+// Maps block `target` (its grid x) to its (position, tile): the tiles of the
 // live, in-range positions are numbered in position order, each position's
 // from its last tile (the most keys) to its first, so the longest tiles
 // start first. Every block scans the positions: a block-wide prefix sum of
@@ -127,9 +123,8 @@ __host__ __device__ cudaError_t with_head_dim(int head_dim, const F& f) {
 // L2-resident loads issued together with *active, then two barriers).
 // Returns false (uniformly) when the block has no tile.
 __device__ inline bool find_tile(const DecoderConfig& config, const ChunkAttentionBatch& batch,
-                                 std::uint32_t group, std::uint32_t (&warp_tiles)[kWarps],
-                                 TileWork& work) {
-  const std::uint32_t target = blockIdx.x;
+                                 std::uint32_t group, std::uint32_t target,
+                                 std::uint32_t (&warp_tiles)[kWarps], TileWork& work) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (threadIdx.x == 0) work.position = kNoPosition;
   // Loads of p < capacity are always valid: issued before *active returns.
@@ -179,7 +174,8 @@ __device__ inline bool find_tile(const DecoderConfig& config, const ChunkAttenti
 
 // The attention of this block's tile (see the file comment). qkv [rows,
 // qkv_width], out [rows, attention_width]; grid chunk_attention_grid (or any
-// grid whose x covers the live tiles), y = key/value head, kThreads threads.
+// grid whose x covers the live tiles), y = key/value head, kThreads threads;
+// `tile` is the block's place in it, `shared` the caller's shared memory.
 //
 // The loop over key tiles is issue-bound next to its mmas, so its
 // addressing is precomputed: every shared-memory address is a per-lane
@@ -192,7 +188,7 @@ __device__ inline bool find_tile(const DecoderConfig& config, const ChunkAttenti
 // the 512-token chunk of 32/8 heads took 21.9 us instead of 19.5.)
 template <class T, int D>
 __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, KvCacheLayer cache,
-                                     const ChunkAttentionBatch& batch, T* out,
+                                     const ChunkAttentionBatch& batch, T* out, Tile tile,
                                      ChunkAttentionShared<T, D>& shared) {
   constexpr int kChunks = D / 8;  // 16-byte chunks of a head row
   constexpr int kKSteps = D / 16;
@@ -211,12 +207,12 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
   if (!batch.launch_next_early) allow_next_node();
 
   const int group = config.group_size();
-  if (!find_tile(config, batch, static_cast<std::uint32_t>(group), shared.warp_tiles,
+  if (!find_tile(config, batch, static_cast<std::uint32_t>(group), tile.x, shared.warp_tiles,
                  shared.work)) {
     return;
   }
   const TileWork work = shared.work;
-  const int kv_head = blockIdx.y;
+  const int kv_head = static_cast<int>(tile.y);
   const int query_rows = static_cast<int>(work.tokens) * group;
   const int row0 = static_cast<int>(work.tile) * kTileRows;  // the tile's first query row
   const int tile_rows = min(kTileRows, query_rows - row0);
@@ -349,36 +345,9 @@ __device__ void chunk_attention_body(const DecoderConfig& config, const T* qkv, 
           }
         }
       }
-      float max_a = m_a, max_b = m_b;
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) {
-        max_a = fmaxf(max_a, fmaxf(s[t][0], s[t][1]));
-        max_b = fmaxf(max_b, fmaxf(s[t][2], s[t][3]));
-      }
-      // The row's 4 threads (a quad) hold its 64 scores.
-      max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 1));
-      max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 2));
-      max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 1));
-      max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 2));
-      // Finite from the first tile on (key 0 is in every row's context); the
-      // first tile rescales zeros by exp2(-inf) = 0.
-      if (!__all_sync(0xffffffffu, max_a == m_a && max_b == m_b)) {
-        const float rescale_a = fast_exp2((m_a - max_a) * scale_log2);
-        const float rescale_b = fast_exp2((m_b - max_b) * scale_log2);
-#pragma unroll
-        for (int t = 0; t < kDTiles; ++t) {
-          o[t][0] *= rescale_a;
-          o[t][1] *= rescale_a;
-          o[t][2] *= rescale_b;
-          o[t][3] *= rescale_b;
-        }
-        sums[0] *= rescale_a;
-        sums[1] *= rescale_a;
-        sums[2] *= rescale_b;
-        sums[3] *= rescale_b;
-        m_a = max_a;
-        m_b = max_b;
-      }
+      // The row's 4 threads (a quad) hold its 64 scores; the maxima are
+      // finite from the first tile on (key 0 is in every row's context).
+      online_softmax_tile(s, m_a, m_b, o, sums, scale_log2, [](int) { return true; });
       // P = 2^((s - max) * scale) as hi + lo, both in the storage type (P's
       // error about u^2 instead of u), 16 keys at a time.
       const float shift_a = -m_a * scale_log2, shift_b = -m_b * scale_log2;

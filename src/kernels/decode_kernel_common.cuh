@@ -1,8 +1,7 @@
 // Device helpers every decode-step kernel body shares (storage types, 16-byte
 // vector loads, the batch's slot/position lookup). Included by the kernel
 // bodies (row_kernel_body.cuh, attention_body.cuh, select_body.cuh,
-// gemv_body.cuh), which both Baton's graph-path kernels (decode_kernels.cu)
-// and the dynamic-parallelism copies (src/model/dp_decoder_step.cu) compile, so
+// gemv_body.cuh, ...), which the ops of src/ops run on every launch path, so
 // every engine runs the same code. Internal; Abseil-free.
 #pragma once
 
@@ -14,7 +13,7 @@
 #include <cstdint>
 
 #include "baton/step_kernel.cuh"
-#include "kernels/decode_kernels.h"
+#include "kernels/decode_batch.h"
 
 namespace baton::detail::decode {
 
@@ -79,8 +78,6 @@ __device__ void store_packed(T* p, const float (&f)[V]) {
   for (int i = 0; i < V; ++i) e[i] = Storage<T>::store(f[i]);
   *reinterpret_cast<typename Bits<V>::type*>(p) = bits;
 }
-
-inline constexpr int kVector = 8;  // 2-byte elements per 16-byte load
 
 // silu(gate) * up in fp32, for the SiLU kernel and the gated GEMV alike.
 // The fast division (one reciprocal, no slow path) keeps the eight elements

@@ -1,6 +1,5 @@
 // The runtime's own GEMM for steps that hold many token rows (prefill
-// chunks): the kernel body, shared by the graph path (gemm.cu) and any
-// dynamic-parallelism step that compiles it into its own __global__ wrapper.
+// chunks): the kernel body of ops/gemm.h, which every launch path runs.
 // Internal; Abseil-free.
 //
 // y[r] = W · x[r] on tensor cores: a block computes a kM x kN tile of the
@@ -31,110 +30,12 @@
 #include "baton/config.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/decode_kernel_common.cuh"
-#include "kernels/gemm.h"
+#include "kernels/gemm_tiles.h"
 #include "kernels/gemv_body.cuh"
 #include "kernels/gemv_io.h"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
-
-// A block's tile: kM rows x kN output features, kK columns of K per stage,
-// kStages stages, kWarpsM x kWarpsN warps, at least kMinBlocks resident per
-// SM (__launch_bounds__).
-template <int M, int N, int K, int Stages, int WarpsM, int WarpsN, int MinBlocks>
-struct GemmTile {
-  static constexpr int kM = M, kN = N, kK = K, kStages = Stages;
-  static constexpr int kWarpsM = WarpsM, kWarpsN = WarpsN, kMinBlocks = MinBlocks;
-  static constexpr int kThreads = WarpsM * WarpsN * 32;
-  static constexpr int kWarpM = M / WarpsM, kWarpN = N / WarpsN;
-  static constexpr int kMi = kWarpM / 16, kNi = kWarpN / 8;  // mma tiles per warp
-  static constexpr int kChunks = K / 8;                      // 16-byte chunks per row
-  static constexpr int kRowBytes = K * 2;
-  static constexpr int kStageBytes = (M + N) * kRowBytes;
-  static constexpr int kSharedBytes = Stages * kStageBytes;
-  static_assert(kChunks == 4 || kChunks == 8, "the swizzle covers rows of 64 or 128 bytes");
-  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "ldmatrix.x4 loads 16 rows of A or B");
-  static_assert(M * kChunks % kThreads == 0 && N * kChunks % kThreads == 0,
-                "every thread copies the same number of chunks");
-  static_assert(Stages >= 2, "a pipeline");
-
-  // Blocks a launch over `rows` token rows (the capacity) needs.
-  [[nodiscard]] BATON_HOST_DEVICE static constexpr unsigned row_tiles(std::uint32_t rows) {
-    return (rows + M - 1) / M;
-  }
-  [[nodiscard]] BATON_HOST_DEVICE static constexpr unsigned feature_tiles(int out_features) {
-    return static_cast<unsigned>((out_features + N - 1) / N);
-  }
-};
-
-// The tiles EnqueueGemm chooses from (GemmTileShape), 8 warps each, 64 K
-// columns per stage (H100, bf16: 7-13% faster than 32-column stages of the
-// same tile on the Llama-3.2-1B prefill shapes, with half the barriers per
-// mma). A warp's 64 x 64 part of the 128 x 256 tile needs 8 ldmatrix.x4 per
-// 32 mmas (the 64 x 32 parts of 128 x 128, 6 per 16; the 16 x 32 parts of
-// 32 x 128, 3 per 4), so the large tiles feed the tensor cores best and the
-// small ones trade that for blocks enough to fill the SMs on small grids.
-using GemmTile128x256x64 = GemmTile<128, 256, 64, 3, 2, 4, 1>;
-using GemmTile128x128x64 = GemmTile<128, 128, 64, 3, 2, 4, 2>;
-using GemmTile64x128x64 = GemmTile<64, 128, 64, 4, 2, 4, 2>;
-using GemmTile32x128x64 = GemmTile<32, 128, 64, 4, 2, 4, 2>;
-
-template <GemmTileShape Shape>
-struct GemmTileOf;
-#define BATON_GEMM_TILE(M, N, K)                       \
-  template <>                                          \
-  struct GemmTileOf<GemmTileShape::k##M##x##N##x##K> { \
-    using type = GemmTile##M##x##N##x##K;              \
-  };
-BATON_GEMM_TILE(128, 256, 64)
-BATON_GEMM_TILE(128, 128, 64)
-BATON_GEMM_TILE(64, 128, 64)
-BATON_GEMM_TILE(32, 128, 64)
-#undef BATON_GEMM_TILE
-
-inline constexpr int kGemmThreads = 256;  // every tile's
-// The most dynamic shared memory a tile takes (128 x 256 x 64: 3 stages of
-// 48 KB): what a dynamic-parallelism wrapper raises its limit to.
-inline constexpr int kGemmSharedBytes = GemmTile128x256x64::kSharedBytes;
-static_assert(GemmTile128x128x64::kSharedBytes <= kGemmSharedBytes &&
-              GemmTile64x128x64::kSharedBytes <= kGemmSharedBytes &&
-              GemmTile32x128x64::kSharedBytes <= kGemmSharedBytes);
-
-// SMs of an H100 SXM (132; an H200 has as many).
-inline constexpr int kGemmSms = 132;
-
-// The tile with the least estimated time: a grid that leaves every SM at
-// most one block takes one block's time alone on an SM; otherwise it takes
-// rounds of blocks_per_sm blocks on every SM. Both times were measured on an
-// H100 (bf16, K = 2048; they scale alike with K), and the estimate picked the
-// fastest of these tiles on each of the 12 Llama-3.2-1B prefill shapes at 128,
-// 512 and 2048 rows. A function of the launch's shape alone; any choice
-// gives the same bits.
-[[nodiscard]] BATON_HOST_DEVICE constexpr GemmTileShape gemm_tile_shape(int out_features,
-                                                                        std::uint32_t capacity) {
-  struct Option {
-    GemmTileShape shape;
-    int m, n, blocks_per_sm;
-    int alone_ns, round_ns;  // one block alone on an SM; a round of blocks_per_sm
-  };
-  constexpr Option kOptions[] = {{GemmTileShape::k128x256x64, 128, 256, 1, 47000, 55000},
-                                 {GemmTileShape::k128x128x64, 128, 128, 2, 33000, 52000},
-                                 {GemmTileShape::k64x128x64, 64, 128, 2, 18300, 28500},
-                                 {GemmTileShape::k32x128x64, 32, 128, 2, 12800, 19200}};
-  GemmTileShape best = kOptions[0].shape;
-  long long best_cost = -1;
-  for (const Option& o : kOptions) {
-    const long long tiles =
-        static_cast<long long>((capacity + o.m - 1) / o.m) * ((out_features + o.n - 1) / o.n);
-    const long long slots = static_cast<long long>(kGemmSms) * o.blocks_per_sm;
-    const long long cost =
-        tiles <= kGemmSms ? o.alone_ns : (tiles + slots - 1) / slots * o.round_ns;
-    if (best_cost < 0 || cost < best_cost) {
-      best = o.shape;
-      best_cost = cost;
-    }
-  }
-  return best;
-}
 
 // Byte offset of 16-byte chunk `chunk` of tile row `row`: rows of 64 bytes
 // pair up into 128-byte lines (all 32 banks), so the XOR key changes every
@@ -152,11 +53,11 @@ __device__ __forceinline__ int gemm_swizzle(int row, int chunk) {
 // apart (a multiple of 8: one swizzle key). Rows >= valid_rows and columns >=
 // in_features become zeros. Set up once; each stage costs a compare and the
 // copies.
-template <class Tile, int Rows, class T>
+template <class G, int Rows, class T>
 struct GemmCopier {
-  static constexpr int kCopies = Rows * Tile::kChunks / Tile::kThreads;
-  static constexpr int kRowStep = Tile::kThreads / Tile::kChunks;
-  static_assert(kCopies >= 1 && Rows * Tile::kChunks % Tile::kThreads == 0 && kRowStep % 8 == 0,
+  static constexpr int kCopies = Rows * G::kChunks / G::kThreads;
+  static constexpr int kRowStep = G::kThreads / G::kChunks;
+  static_assert(kCopies >= 1 && Rows * G::kChunks % G::kThreads == 0 && kRowStep % 8 == 0,
                 "every thread copies whole chunks, one swizzle key");
   const T* base;   // the matrix (a valid address for the zero-filled copies)
   const T* first;  // the thread's first row at column chunk * 8
@@ -167,11 +68,11 @@ struct GemmCopier {
 
   __device__ __forceinline__ GemmCopier(const T* matrix, int row0, int valid_rows, int in_features_)
       : base(matrix), in_features(in_features_) {
-    const int row = static_cast<int>(threadIdx.x) / Tile::kChunks;
-    const int chunk = static_cast<int>(threadIdx.x) % Tile::kChunks;
+    const int row = static_cast<int>(threadIdx.x) / G::kChunks;
+    const int chunk = static_cast<int>(threadIdx.x) % G::kChunks;
     column = chunk * 8;
     first = matrix + static_cast<std::size_t>(row0 + row) * in_features + column;
-    dst = static_cast<unsigned>(gemm_swizzle<Tile::kChunks>(row, chunk));
+    dst = static_cast<unsigned>(gemm_swizzle<G::kChunks>(row, chunk));
     rows_ok = 0;
 #pragma unroll
     for (int j = 0; j < kCopies; ++j) {
@@ -186,7 +87,7 @@ struct GemmCopier {
     for (int j = 0; j < kCopies; ++j) {
       const bool ok = k_ok && (rows_ok >> j & 1u) != 0;
       const T* from = ok ? first + static_cast<std::size_t>(j) * kRowStep * in_features + k0 : base;
-      cp_async_16(tile + dst + j * kRowStep * Tile::kRowBytes, from, ok);
+      cp_async_16(tile + dst + j * kRowStep * G::kRowBytes, from, ok);
     }
   }
 };
@@ -228,8 +129,8 @@ __device__ __forceinline__ void gemm_write(const GemvIo& io, int out_features, b
   }
 }
 
-// Grid (Tile::row_tiles(capacity), Tile::feature_tiles(out_features)),
-// Tile::kThreads threads, `shared` = Tile::kSharedBytes of dynamic shared
+// Grid (G::row_tiles(capacity), G::feature_tiles(out_features)) = tile,
+// G::kThreads threads, `shared` = G::kSharedBytes of dynamic shared
 // memory (128-byte aligned) from the caller. W [out_features, in_features],
 // io.x [capacity, in_features] (16-byte aligned rows: in_features % 8 == 0).
 //
@@ -238,25 +139,26 @@ __device__ __forceinline__ void gemm_write(const GemvIo& io, int out_features, b
 // before it issues the mmas of the current one, and the copies of the stage
 // kStages - 1 ahead go out between, so ldmatrix, cp.async and the barrier
 // overlap the tensor cores instead of preceding them.
-template <class T, GemvOutput Output, class Tile>
+template <class T, GemvOutput Output, class G>
 __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_features,
-                                          const GemvIo& io, DecodeBatch batch, char* shared) {
-  constexpr int S = Tile::kStages;
-  constexpr int kSteps = Tile::kK / 16;  // mma k steps per stage
-  const int m0 = static_cast<int>(blockIdx.x) * Tile::kM;
-  const int n0 = static_cast<int>(blockIdx.y) * Tile::kN;
-  const int k_tiles = (in_features + Tile::kK - 1) / Tile::kK;
+                                          const GemvIo& io, DecodeBatch batch, Tile tile,
+                                          char* shared) {
+  constexpr int S = G::kStages;
+  constexpr int kSteps = G::kK / 16;  // mma k steps per stage
+  const int m0 = static_cast<int>(tile.x) * G::kM;
+  const int n0 = static_cast<int>(tile.y) * G::kN;
+  const int k_tiles = (in_features + G::kK - 1) / G::kK;
   const unsigned smem = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  const auto a_tile = [&](int stage) { return smem + stage * Tile::kStageBytes; };
+  const auto a_tile = [&](int stage) { return smem + stage * G::kStageBytes; };
   const auto b_tile = [&](int stage) {
-    return smem + stage * Tile::kStageBytes + Tile::kM * Tile::kRowBytes;
+    return smem + stage * G::kStageBytes + G::kM * G::kRowBytes;
   };
   // Weights are constant: the first stages' tiles are requested before the
   // previous node ends. They join the first commit group below.
-  const GemmCopier<Tile, Tile::kN, T> copy_w(w, n0, out_features, in_features);
+  const GemmCopier<G, G::kN, T> copy_w(w, n0, out_features, in_features);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) copy_w(b_tile(s), s * Tile::kK);
+    if (s < k_tiles) copy_w(b_tile(s), s * G::kK);
   }
   const std::uint32_t active = enter_step_node_active(batch);
   const int rows = static_cast<int>(active < batch.capacity ? active : batch.capacity);
@@ -267,49 +169,49 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
     cp_async_wait<0>();
     return;
   }
-  const GemmCopier<Tile, Tile::kM, T> copy_x(static_cast<const T*>(io.x), m0, rows, in_features);
+  const GemmCopier<G, G::kM, T> copy_x(static_cast<const T*>(io.x), m0, rows, in_features);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) copy_x(a_tile(s), s * Tile::kK);
+    if (s < k_tiles) copy_x(a_tile(s), s * G::kK);
     cp_async_commit();
   }
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int warp_m = warp % Tile::kWarpsM, warp_n = warp / Tile::kWarpsM;
+  const int warp_m = warp % G::kWarpsM, warp_n = warp / G::kWarpsM;
   // ldmatrix.x4 addresses: lane l names row l % 8 of matrix l / 8. A (x
   // rows): matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) give a0..a3; B (W
   // rows): (k 0-7 | 8-15) x (features 0-7 | 8-15) give b0, b1 of two n8
   // tiles. The swizzle key of a row depends only on l % 8 here (tile rows
   // start at multiples of 8), and chunk 2kk + h XOR key = 2kk XOR (h XOR key).
-  constexpr int C = Tile::kChunks;
-  const int a_row = warp_m * Tile::kWarpM + (lane & 7) + ((lane >> 3) & 1) * 8;
-  const int b_row = warp_n * Tile::kWarpN + (lane & 7) + (lane >> 4) * 8;
+  constexpr int C = G::kChunks;
+  const int a_row = warp_m * G::kWarpM + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int b_row = warp_n * G::kWarpN + (lane & 7) + (lane >> 4) * 8;
   const int a_key = (gemm_swizzle<C>(a_row, lane >> 4) >> 4) % C;
   const int b_key = (gemm_swizzle<C>(b_row, (lane >> 3) & 1) >> 4) % C;
-  const int a_base = a_row * Tile::kRowBytes;
-  const int b_base = b_row * Tile::kRowBytes;
+  const int a_base = a_row * G::kRowBytes;
+  const int b_base = b_row * G::kRowBytes;
 
-  float acc[Tile::kMi][Tile::kNi][4];
+  float acc[G::kMi][G::kNi][4];
 #pragma unroll
-  for (int i = 0; i < Tile::kMi; ++i) {
+  for (int i = 0; i < G::kMi; ++i) {
 #pragma unroll
-    for (int j = 0; j < Tile::kNi; ++j) {
+    for (int j = 0; j < G::kNi; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
     }
   }
-  unsigned a[2][Tile::kMi][4], b[2][Tile::kNi][2];
-  const auto load_fragments = [&](int stage, int kk, unsigned(&af)[Tile::kMi][4],
-                                  unsigned(&bf)[Tile::kNi][2]) {
+  unsigned a[2][G::kMi][4], b[2][G::kNi][2];
+  const auto load_fragments = [&](int stage, int kk, unsigned(&af)[G::kMi][4],
+                                  unsigned(&bf)[G::kNi][2]) {
     const unsigned a_at = a_tile(stage) + a_base + (((2 * kk) ^ a_key) << 4);
     const unsigned b_at = b_tile(stage) + b_base + (((2 * kk) ^ b_key) << 4);
 #pragma unroll
-    for (int i = 0; i < Tile::kMi; ++i) ldmatrix_x4(af[i], a_at + i * 16 * Tile::kRowBytes);
+    for (int i = 0; i < G::kMi; ++i) ldmatrix_x4(af[i], a_at + i * 16 * G::kRowBytes);
 #pragma unroll
-    for (int j = 0; j < Tile::kNi / 2; ++j) {
+    for (int j = 0; j < G::kNi / 2; ++j) {
       unsigned r[4];
-      ldmatrix_x4(r, b_at + j * 16 * Tile::kRowBytes);
+      ldmatrix_x4(r, b_at + j * 16 * G::kRowBytes);
       bf[2 * j][0] = r[0];
       bf[2 * j][1] = r[1];
       bf[2 * j + 1][0] = r[2];
@@ -325,7 +227,7 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
   int read_stage = 0, write_stage = S - 1;
   for (int kt = 0; kt < k_tiles; ++kt) {
     // k steps of this tile inside in_features (all but in the last tile).
-    const int steps = (in_features - kt * Tile::kK + 15) / 16;
+    const int steps = (in_features - kt * G::kK + 15) / 16;
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
       if (kk == kSteps - 1) {
@@ -340,17 +242,17 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
       if (kk == 0) {
         const int next = kt + S - 1;
         if (next < k_tiles) {
-          copy_x(a_tile(write_stage), next * Tile::kK);
-          copy_w(b_tile(write_stage), next * Tile::kK);
+          copy_x(a_tile(write_stage), next * G::kK);
+          copy_w(b_tile(write_stage), next * G::kK);
         }
         cp_async_commit();
         write_stage = write_stage + 1 == S ? 0 : write_stage + 1;
       }
       if (kk < steps) {  // uniform across the block
 #pragma unroll
-        for (int i = 0; i < Tile::kMi; ++i) {
+        for (int i = 0; i < G::kMi; ++i) {
 #pragma unroll
-          for (int j = 0; j < Tile::kNi; ++j) {
+          for (int j = 0; j < G::kNi; ++j) {
             mma_16816<T>(acc[i][j], a[kk % 2][i][0], a[kk % 2][i][1], a[kk % 2][i][2],
                          a[kk % 2][i][3], b[kk % 2][j][0], b[kk % 2][j][1]);
           }
@@ -364,8 +266,8 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
   const int g = lane / 4, c = lane % 4;
   const bool paired = out_features % 2 == 0;  // pairs then stay 4 / 8-byte aligned
 #pragma unroll
-  for (int j = 0; j < Tile::kNi; ++j) {
-    const int col = n0 + warp_n * Tile::kWarpN + j * 8 + 2 * c;
+  for (int j = 0; j < G::kNi; ++j) {
+    const int col = n0 + warp_n * G::kWarpN + j * 8 + 2 * c;
     if (col >= out_features) continue;
     float b0 = 0.0f, b1 = 0.0f;
     if (io.bias != nullptr) {
@@ -373,8 +275,8 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
       if (col + 1 < out_features) b1 = load(static_cast<const T*>(io.bias), col + 1);
     }
 #pragma unroll
-    for (int i = 0; i < Tile::kMi; ++i) {
-      const int row = m0 + warp_m * Tile::kWarpM + i * 16 + g;
+    for (int i = 0; i < G::kMi; ++i) {
+      const int row = m0 + warp_m * G::kWarpM + i * 16 + g;
       if (row < rows) {
         gemm_write<T, Output>(io, out_features, paired, row, col, acc[i][j][0], acc[i][j][1], b0,
                               b1);
@@ -385,12 +287,6 @@ __device__ __forceinline__ void gemm_body(const T* w, int out_features, int in_f
       }
     }
   }
-}
-
-// The grid of a launch of `Tile` over `capacity` rows.
-template <class Tile>
-[[nodiscard]] BATON_HOST_DEVICE dim3 gemm_grid(int out_features, std::uint32_t capacity) {
-  return dim3(Tile::row_tiles(capacity), Tile::feature_tiles(out_features));
 }
 
 }  // namespace baton::detail::decode

@@ -1,6 +1,5 @@
-// The runtime's own GEMV (DecoderGemm::kBatonGemv): the kernel body, shared by
-// the graph path (decode_kernels.cu) and the dynamic-parallelism step
-// (src/model/dp_decoder_step.cu). Internal; Abseil-free.
+// The runtime's own GEMV (DecoderGemm::kBatonGemv): the body of ops/gemv.h,
+// which every launch path runs. Internal; Abseil-free.
 //
 // GEMV on tensor cores: a block computes 16 weight rows x 8 positions with
 // mma.sync m16n8k16 (fp32 accumulation); its 8 warps split the row's
@@ -33,65 +32,10 @@
 #include "baton/config.h"
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/gemv_io.h"
+#include "kernels/gemv_shape.h"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
-
-inline constexpr int kMmaRows = 16;
-inline constexpr int kMmaPositions = 8;
-inline constexpr int kMmaWarps = 8;
-inline constexpr int kMmaK = 32;  // elements of a row per k-block (two mmas)
-inline constexpr int kMmaUnroll = 4;
-inline constexpr int kMmaMaxSplit = 8;        // blocks of a cluster (portable size)
-inline constexpr int kMmaTargetBlocks = 264;  // two per SM of an H100/H200: one wave
-
-inline constexpr bool normed_input(GemvInput input) {
-  return input == GemvInput::kRmsNorm || input == GemvInput::kEmbeddingRmsNorm;
-}
-
-// How many blocks (one cluster) split the K of a [out_features, in_features]
-// weight. A split costs a cluster barrier and the gather into block 0 (about
-// 1 us on an H100), so K is split only as far as it takes for each warp's
-// k-blocks to be one round of loads (kMmaUnroll in flight). H100, b1: the
-// tiny model's FFN down GEMV (24 k-blocks) as 16 blocks instead of 16
-// clusters of 3 took its step 40.7 -> 38.2 us; the d_model 1024 model's
-// attention output GEMV (32 k-blocks) unsplit, 135 -> 132 us. Long rows
-// split further, up to about kMmaSplitTargetBlocks blocks. That
-// target stays below the two blocks per SM the GEMV's registers allow
-// because clusters are placed a GPC at a time: on an H200 the d_model 1024
-// model's FFN down GEMV (64 row blocks) as 64 clusters of 4 did not fit one
-// wave, and the b1 step took 26 us longer over 4 layers than with clusters
-// of 3. Clusters of 2 place one per SM pair without that loss, so a shape
-// whose row blocks leave it unsplit still pairs its blocks when two rounds
-// or more of loads remain and two blocks per row block fit one wave: H200,
-// Llama-3.2-1B at b1, the FFN down GEMV (128 row blocks x 256 k-blocks) and
-// the attention output GEMV (128 x 64) as 128 clusters of 2 took the step
-// 1074 -> 907 us (the QKV GEMV's 192 row blocks paired, 384 blocks, made it
-// 1018 us; results/h200-2026-11-23-gemv-split.json). A function of the
-// shape alone, never of the batch (batch invariance).
-inline constexpr int kMmaSplitTargetBlocks = 192;
-
-[[nodiscard]] BATON_HOST_DEVICE constexpr int gemv_split(int out_features, int in_features) {
-  const int row_blocks = (out_features + kMmaRows - 1) / kMmaRows;
-  const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
-  const int one_round = (k_blocks + kMmaWarps * kMmaUnroll - 1) / (kMmaWarps * kMmaUnroll);
-  const int target = kMmaSplitTargetBlocks / row_blocks;
-  int split = one_round < target ? one_round : target;
-  split = split < 1 ? 1 : split > kMmaMaxSplit ? kMmaMaxSplit : split;
-  if (split == 1 && one_round >= 2 && 2 * row_blocks <= kMmaTargetBlocks) split = 2;
-  while (split > 1 && split * kMmaWarps > k_blocks) --split;
-  return split;
-}
-
-// Whether the decoder step fuses the RMSNorm into a GEMV of this shape
-// (GemvInput::kRmsNorm). The fused kernel needs more registers (two blocks
-// per SM instead of three), which costs nothing while one tile of positions
-// fits in one wave of kMmaTargetBlocks blocks and costs waves above it (a
-// 32k-vocabulary logits GEMV). A function of the shape alone, so every
-// engine and bucket makes the same choice (batch invariance).
-[[nodiscard]] BATON_HOST_DEVICE constexpr bool gemv_fuses_norm(int out_features, int in_features) {
-  return (out_features + kMmaRows - 1) / kMmaRows * gemv_split(out_features, in_features) <=
-         kMmaTargetBlocks;
-}
 
 // d += A (16x16, row-major) * B (16x8, col-major), fp32 accumulation.
 template <class T>
@@ -153,7 +97,7 @@ __device__ GemvRaw gemv_load(const GemvIo& io, int in_features, std::uint32_t p,
 }
 
 // The mma operand from a loaded vector: x itself, silu(gate) * up rounded to
-// the storage type (what EnqueueSiluMul writes), or x * scale * norm rounded
+// the storage type (what ops::SiluMul writes), or x * scale * norm rounded
 // (what the RMSNorm row kernel writes for the same scale).
 template <class T, GemvInput Input>
 __device__ uint4 gemv_operand(const GemvRaw& r, const uint4& norm, float scale) {
@@ -201,9 +145,9 @@ inline constexpr int kNormBatch = 4;  // vectors per lane in flight in rms_scale
 // batch). Valid in lane 0.
 template <class T, GemvInput Input>
 __device__ float rms_scale(const GemvIo& io, int in_features, std::uint32_t p, const T* row,
-                           bool store_embedded, int lane) {
+                           bool store_embedded, int lane,
+                           cub::WarpReduce<float>::TempStorage& temp) {
   using WarpReduce = cub::WarpReduce<float>;
-  __shared__ typename WarpReduce::TempStorage temp[kMmaWarps];
   const int vectors = in_features / kVector;
   float sum = 0.0f;
   for (int v0 = lane; v0 < vectors; v0 += kNormBatch * 32) {
@@ -237,22 +181,31 @@ __device__ float rms_scale(const GemvIo& io, int in_features, std::uint32_t p, c
       for (int e = 0; e < kVector; ++e) sum += x[j].v[e] * x[j].v[e];
     }
   }
-  sum = WarpReduce(temp[threadIdx.x / 32]).Sum(sum);
+  sum = WarpReduce(temp).Sum(sum);
   return rsqrtf(sum / in_features + io.rms_epsilon);
 }
 
-// Grid (row blocks, position blocks, split), kMmaWarps * 32 threads, clusters
-// of (1, 1, split) blocks: set at launch time on the graph path, compiled in
-// with __cluster_dims__ for device launches (gemv_split gives the split).
+// The GEMV's shared memory (its caller provides it).
+struct GemvShared {
+  float partial[kMmaWarps][kMmaRows * kMmaPositions];
+  // Block 0's: the other blocks' sums (split K), [rank][output element].
+  float incoming[kMmaMaxSplit][kMmaRows * kMmaPositions];
+  float norm_scale[kMmaPositions];
+  cub::WarpReduce<float>::TempStorage reduce[kMmaWarps];  // the RMSNorm scales' sums
+};
+
+// Grid (row blocks, position blocks, split) = tile, kMmaWarps * 32 threads,
+// clusters of (1, 1, split) blocks: set at launch time on the graph path,
+// compiled in with __cluster_dims__ for device launches (gemv_split gives the
+// split).
 template <class T, GemvInput Input, GemvOutput Output>
 __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_features, GemvIo io,
-                                          DecodeBatch batch) {
+                                          DecodeBatch batch, Tile tile, GemvShared& shared) {
   static_assert(kMmaWarps == kMmaPositions, "a warp per position computes the RMSNorm scales");
   constexpr bool kNormed = normed_input(Input);
-  __shared__ float partial[kMmaWarps][kMmaRows * kMmaPositions];
-  // Block 0's: the other blocks' sums (split K), [rank][output element].
-  __shared__ float incoming[kMmaMaxSplit][kMmaRows * kMmaPositions];
-  __shared__ float norm_scale[kMmaPositions];
+  auto& partial = shared.partial;
+  auto& incoming = shared.incoming;
+  auto& norm_scale = shared.norm_scale;
   const cg::cluster_group cluster = cg::this_cluster();
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -266,8 +219,8 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   constexpr bool kSilu = Output == GemvOutput::kSiluMul;
   constexpr int kOutRows = kSilu ? kMmaRows / 2 : kMmaRows;
   const int half = out_features / 2;
-  const int row0 = blockIdx.x * kOutRows;
-  const std::uint32_t p0 = blockIdx.y * kMmaPositions;
+  const int row0 = static_cast<int>(tile.x) * kOutRows;
+  const std::uint32_t p0 = tile.y * kMmaPositions;
   const int a_index = row0 + g;
   const int b_index = kSilu ? half + row0 + g : row0 + g + 8;
   const bool a_ok = kSilu ? row0 + g < half : a_index < out_features;
@@ -350,8 +303,9 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
       if constexpr (Input == GemvInput::kEmbeddingRmsNorm) {
         warp_row = embedding_row<T>(io, in_features, in_pw);
       }
-      const bool store = blockIdx.x == 0 && cluster.block_rank() == 0;
-      const float s = rms_scale<T, Input>(io, in_features, in_pw, warp_row, store, lane);
+      const bool store = tile.x == 0 && cluster.block_rank() == 0;
+      const float s =
+          rms_scale<T, Input>(io, in_features, in_pw, warp_row, store, lane, shared.reduce[warp]);
       if (lane == 0) norm_scale[warp] = s;
     }
     __syncthreads();

@@ -17,7 +17,7 @@ enum class GemvInput { kPlain, kGated, kRmsNorm, kEmbeddingRmsNorm };
 // The output: stored (rounded to the dtype), added to the fp32 residual
 // stream after rounding, or, for a gate | up weight [2 * half, in], SiLU(gate)
 // * up of the two rounded halves stored as one [capacity, half] row (what
-// EnqueueSiluMul writes from the stored gate | up row).
+// ops::SiluMul writes from the stored gate | up row).
 enum class GemvOutput { kStore, kResidualAdd, kSiluMul };
 
 // What a GEMV reads besides W and where it writes.
@@ -34,8 +34,8 @@ struct GemvIo {
   float* residual = nullptr;             // kResidualAdd: [capacity, out] (fp32), += y
   const void* bias = nullptr;            // optional [out] (dtype): y = W · x + bias, rounded once
 
-  // The four shapes the decoder step uses, for the graph path's launchers
-  // and the dynamic-parallelism step alike.
+  // The four shapes the decoder step uses (the plan and ops::Gemv's
+  // factories build them).
   BATON_HOST_DEVICE static GemvIo plain(const void* x, void* y, const void* bias = nullptr) {
     GemvIo io;
     io.x = x;

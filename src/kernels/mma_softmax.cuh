@@ -1,8 +1,8 @@
 // What both tensor-core attention bodies (chunk_attention_body.cuh,
 // attention_split_mma_body.cuh) do to a score tile on its way into P · V:
 // shared-memory addresses for cp.async/ldmatrix, exp2 without denormals,
-// and P packed (or split as hi + lo) into mma operands. Internal;
-// Abseil-free.
+// the online softmax's rescale, and P packed (or split as hi + lo) into mma
+// operands. Internal; Abseil-free.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -64,6 +64,48 @@ __device__ __forceinline__ void split(float x0, float x1, unsigned& hi, unsigned
     hi = *reinterpret_cast<const unsigned*>(&h);
     lo = *reinterpret_cast<const unsigned*>(&l);
   }
+}
+
+// One tile of scores into the online softmax of a warp's 16 query rows (both
+// tensor-core attention bodies): lane holds rows a (lane / 4) and b (+ 8) of
+// each n-tile's fragment, s[t][0..1] and s[t][2..3], and the rows' running
+// maxima of the raw scores m_a, m_b (-inf before the first key). A row's
+// maximum is its quad's (4 lanes hold a row); where any row's grew, O's
+// n-tiles (those `has_tile(t)` admits) and the row sums are rescaled by
+// exp2((old - new) * scale_log2) and the maxima advance. The first tile
+// rescales zeros by exp2(-inf) = 0.
+template <int N, int Tiles, class HasTile>
+__device__ __forceinline__ void online_softmax_tile(const float (&s)[N][4], float& m_a, float& m_b,
+                                                    float (&o)[Tiles][4], float (&sums)[4],
+                                                    float scale_log2, HasTile&& has_tile) {
+  float max_a = m_a, max_b = m_b;
+#pragma unroll
+  for (int t = 0; t < N; ++t) {
+    max_a = fmaxf(max_a, fmaxf(s[t][0], s[t][1]));
+    max_b = fmaxf(max_b, fmaxf(s[t][2], s[t][3]));
+  }
+  max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 1));
+  max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, 2));
+  max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 1));
+  max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, 2));
+  if (__all_sync(0xffffffffu, max_a == m_a && max_b == m_b)) return;
+  const float rescale_a = fast_exp2((m_a - max_a) * scale_log2);
+  const float rescale_b = fast_exp2((m_b - max_b) * scale_log2);
+#pragma unroll
+  for (int t = 0; t < Tiles; ++t) {
+    if (has_tile(t)) {
+      o[t][0] *= rescale_a;
+      o[t][1] *= rescale_a;
+      o[t][2] *= rescale_b;
+      o[t][3] *= rescale_b;
+    }
+  }
+  sums[0] *= rescale_a;
+  sums[1] *= rescale_a;
+  sums[2] *= rescale_b;
+  sums[3] *= rescale_b;
+  m_a = max_a;
+  m_b = max_b;
 }
 
 }  // namespace baton::detail

@@ -1,5 +1,5 @@
 // The rotary embedding's inverse frequencies, the table the attention kernels
-// read (kernels/decode_kernels.h: EnqueueRopeAttention). Host code, pure.
+// read (ops/attention.h, ops/rope_append.h). Host code, pure.
 #pragma once
 
 #include <vector>

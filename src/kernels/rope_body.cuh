@@ -1,10 +1,10 @@
 // RoPE and the KV-cache append: the rotation helpers every attention body
-// shares and the separate RoPE + append kernel's body (EnqueueRopeAppendKv),
-// compiled by the graph path (decode_kernels.cu) and the dynamic-parallelism
-// step (src/model/dp_decoder_step.cu) alike. Internal; Abseil-free.
+// shares and the separate RoPE + append kernel's body (ops/rope_append.h),
+// which every launch path runs. Internal; Abseil-free.
 #pragma once
 
 #include "kernels/decode_kernel_common.cuh"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
 
@@ -80,13 +80,14 @@ __device__ __forceinline__ void rope_key_value_piece(const T* k, const T* v, T* 
 
 inline constexpr int kRopeAppendThreads = 128;
 
-// RoPE and the KV append of row p (EnqueueRopeAppendKv): a block of
-// kRopeAppendThreads per row. q rotated in place; k rotated and v appended at the
-// row's position of its slot.
+// RoPE and the KV append of row p = tile.x (ops/rope_append.h): a block of
+// kRopeAppendThreads per row, no shared memory. q rotated in place; k
+// rotated and v appended at the row's position of its slot.
 template <class T, int V>
 __device__ __forceinline__ void rope_append_body(DecoderConfig config, const float* inv_freq,
-                                                 T* qkv, KvCacheLayer cache, DecodeBatch batch) {
-  const std::uint32_t p = blockIdx.x;
+                                                 T* qkv, KvCacheLayer cache, DecodeBatch batch,
+                                                 Tile tile) {
+  const std::uint32_t p = tile.x;
   bool live = false;
   std::uint32_t slot = 0;
   int pos = 0;

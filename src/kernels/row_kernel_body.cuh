@@ -1,32 +1,20 @@
 // The row kernels' bodies (embedding, residual add, RMSNorm, alone or fused;
-// SiLU * up), shared by the graph path (decode_kernels.cu) and the
-// dynamic-parallelism step (src/model/dp_decoder_step.cu). Internal;
-// Abseil-free.
+// SiLU * up): the bodies of ops/row_norm.h and ops/silu_mul.h, which every
+// launch path runs. Internal; Abseil-free.
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
 
 #include "kernels/decode_kernel_common.cuh"
+#include "kernels/row_args.h"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
 
-// Row kernels: embedding, residual add and RMSNorm over one position's
-// d_model row, alone or fused. A thread keeps up to kRowCached vectors of
-// its row in registers between the sum of squares and the scaling; longer
-// rows re-read the rest of the row it wrote itself.
-
-inline constexpr int kRowThreads = 128;
+// A thread keeps up to kRowCached vectors of its row in registers between
+// the sum of squares and the scaling; longer rows re-read the rest of the
+// row it wrote itself.
 inline constexpr int kRowCached = 4;
-
-enum class RowSource { kHidden, kEmbedding, kResidual };
-
-struct RowArgs {
-  const void* source = nullptr;  // embedding table or residual delta (dtype)
-  const std::int32_t* tokens = nullptr;
-  float* hidden = nullptr;
-  const void* weight = nullptr;  // RMSNorm weight (dtype); null: no norm
-  void* out = nullptr;           // RMSNorm output (dtype)
-};
 
 // Row r of the input (the residual stream, its embedding row, or the stream
 // plus a delta row), as fp32.
@@ -58,15 +46,20 @@ __device__ Floats8 row_input(const DecoderConfig& config, const RowArgs& a, std:
   return x;
 }
 
-// The body of a row kernel: one block of kRowThreads per row p, reading input
-// row input_row(batch, p) (the logits' norm reads each sequence's last row)
-// and writing output row p.
+// A row kernel's shared memory (its caller provides it).
+struct RowShared {
+  cub::BlockReduce<float, kRowThreads>::TempStorage reduce;
+  float scale;
+};
+
+// The body of a row kernel: one block of kRowThreads per row p = tile.x,
+// reading input row input_row(batch, p) (the logits' norm reads each
+// sequence's last row) and writing output row p.
 template <class T, RowSource Source, bool Norm>
-__device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, DecodeBatch batch) {
+__device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, DecodeBatch batch,
+                                         Tile tile, RowShared& shared) {
   using Reduce = cub::BlockReduce<float, kRowThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  __shared__ float scale_shared;
-  const std::uint32_t p = blockIdx.x;
+  const std::uint32_t p = tile.x;
   const int vectors = config.d_model / kVector;
   // The norm weight is constant: fetch it while the previous node finishes.
   Packed<T, kVector> w[kRowCached];
@@ -106,10 +99,10 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
     }
   }
   if constexpr (Norm) {
-    sum = Reduce(temp).Sum(sum);
-    if (threadIdx.x == 0) scale_shared = rsqrtf(sum / config.d_model + config.rms_epsilon);
+    sum = Reduce(shared.reduce).Sum(sum);
+    if (threadIdx.x == 0) shared.scale = rsqrtf(sum / config.d_model + config.rms_epsilon);
     __syncthreads();
-    const float scale = scale_shared;
+    const float scale = shared.scale;
     T* out = static_cast<T*>(a.out) + static_cast<std::size_t>(p) * config.d_model;
     const auto normalize = [&](const Floats8& y, const Packed<T, kVector>& wv, int v) {
       float o[kVector];
@@ -133,12 +126,12 @@ __device__ __forceinline__ void row_body(DecoderConfig config, RowArgs a, Decode
 // SiLU(gate) * up of each position's gate | up row, the FFN input on the
 // cuBLASLt and GEMM paths (Baton's GEMV makes it in the gate | up GEMV:
 // GemvOutput::kSiluMul): a grid of (ffn / kVector / kRowThreads, positions)
-// blocks of kRowThreads.
+// blocks of kRowThreads, no shared memory.
 template <class T>
 __device__ __forceinline__ void silu_mul_body(const DecoderConfig& config, const T* gate_up,
-                                              const DecodeBatch& batch, T* out) {
-  const std::uint32_t p = blockIdx.y;
-  const int v = blockIdx.x * kRowThreads + threadIdx.x;
+                                              const DecodeBatch& batch, T* out, Tile tile) {
+  const std::uint32_t p = tile.y;
+  const int v = static_cast<int>(tile.x) * kRowThreads + threadIdx.x;
   if (p >= enter_step_node_active(batch) || v >= config.ffn / kVector) return;
   const T* row = gate_up + static_cast<std::size_t>(p) * config.gate_up_width();
   const auto g = load_packed<T, kVector>(row + v * kVector);

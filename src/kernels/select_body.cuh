@@ -1,6 +1,6 @@
 // Token selection (argmax, Gumbel-max sampling, or top-k / top-p sampling):
-// the select kernel's body, shared by the graph path (decode_kernels.cu) and
-// the dynamic-parallelism step (src/model/dp_decoder_step.cu).
+// the body of ops/select.h and ops/select_and_end.h, which every launch path
+// runs.
 // Internal; Abseil-free.
 //
 // Token selection: a cluster of blocks per position splits the vocabulary;
@@ -15,22 +15,24 @@
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "baton/config.h"
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/select_common.cuh"
 #include "kernels/select_filter.cuh"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
 
 // What a caller adds to token selection (the decoder model ends its step
 // in the same kernel): prepare(p) runs before the wait for the previous node
 // in the one thread that will store position p's token (to load what is
-// already final), entered() in every thread once the previous node is done,
-// chose(p, token) in the thread that stores position p's token.
+// already final), entered(tile) in every thread once the previous node is
+// done, chose(p, token) in the thread that stores position p's token.
 struct NoSelectHooks {
   __device__ void prepare(std::uint32_t) {}
-  __device__ void entered() const {}
+  __device__ void entered(const Tile&) const {}
   __device__ void chose(std::uint32_t, std::int32_t) const {}
 };
 
@@ -54,26 +56,40 @@ __device__ __forceinline__ Candidate best_in_row(const T* row, int vocab, float 
   return best;
 }
 
-// Grid (blocks, capacity), clusters of (blocks, 1, 1): set at launch time on
-// the graph path, compiled in with __cluster_dims__ for device launches
-// (select_blocks gives the count). Sample = false: argmax for every position
-// (params unused). Sample = true: each position by its own parameters
-// (params.at(p)): greedy when temperature <= 0, the filtered path when it
-// asks for top_k in (0, vocab) or top_p < 1, plain Gumbel-max otherwise.
+// Token selection's shared memory (its caller provides it); the filtered
+// path's only where sampling is compiled in.
+struct SelectSharedPlain {
+  KeyedCandidate warp_best[kSelectWarps];
+  KeyedCandidate incoming[kSelectMaxCluster];  // block 0's: the other blocks' best
+};
+struct SelectSharedSampled : SelectSharedPlain {
+  FilterShared filter;
+};
+template <bool Sample>
+using SelectShared = std::conditional_t<Sample, SelectSharedSampled, SelectSharedPlain>;
+
+// Grid (blocks, capacity) = tile, clusters of (blocks, 1, 1): set at launch
+// time on the graph path, compiled in with __cluster_dims__ for device
+// launches (select_blocks gives the count). Sample = false: argmax for every
+// position (params unused). Sample = true: each position by its own
+// parameters (params.at(p)): greedy when temperature <= 0, the filtered path
+// when it asks for top_k in (0, vocab) or top_p < 1, plain Gumbel-max
+// otherwise.
 template <class T, bool Sample, class Hooks = NoSelectHooks>
 __device__ __forceinline__ void select_body(DecoderConfig config, const T* logits,
                                             DecodeBatch batch, SelectParams params,
                                             const std::uint64_t* sequence_ids,
                                             const std::uint32_t* sequence_steps,
-                                            std::int32_t* tokens, Hooks hooks = Hooks{}) {
-  __shared__ KeyedCandidate warp_best[kSelectWarps];
-  __shared__ KeyedCandidate incoming[kSelectMaxCluster];  // block 0's: the other blocks' best
+                                            std::int32_t* tokens, Tile tile,
+                                            SelectShared<Sample>& shared, Hooks hooks = Hooks{}) {
+  auto& warp_best = shared.warp_best;
+  auto& incoming = shared.incoming;
   const cg::cluster_group cluster = cg::this_cluster();
-  const std::uint32_t p = blockIdx.y;
+  const std::uint32_t p = tile.y;
   if (cluster.block_rank() == 0 && threadIdx.x == 0 && p < batch.capacity) hooks.prepare(p);
   const ClusterToFirstBlock gather;
   const std::uint32_t active = enter_step_node_active(batch);
-  hooks.entered();
+  hooks.entered(tile);
   // Uniform across the cluster (all its blocks serve p): none waits alone.
   if (p >= active) {
     gather.leave();
@@ -95,7 +111,7 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
     } else if (!filtered) {
       best = best_in_row<T, true>(row, config.vocab, 1.0f / s.temperature, s.seed, sequence, step);
     } else {
-      best = filtered_best<T>(row, config.vocab, s, sequence, step, gather);
+      best = filtered_best<T>(row, config.vocab, s, sequence, step, gather, shared.filter);
     }
   }
   // The warp's best (the largest key, then the lowest index with it), then

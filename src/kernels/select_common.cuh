@@ -10,8 +10,9 @@
 #include <cstdint>
 
 #include "baton/config.h"
+#include "kernels/decode_batch.h"
 #include "kernels/decode_kernel_common.cuh"
-#include "kernels/decode_kernels.h"
+#include "kernels/select_params.h"
 
 namespace baton::detail::decode {
 
@@ -47,42 +48,8 @@ __device__ inline KeyedCandidate better_keyed(const KeyedCandidate& a, const Key
   return a.index <= b.index ? a : b;
 }
 
-inline constexpr int kSelectThreads = 256;
-inline constexpr int kSelectWarps = kSelectThreads / 32;
-inline constexpr int kSelectMaxCluster = 8;  // the portable cluster size
-inline constexpr int kSelectUnroll = 2;      // 16-byte loads per thread in flight
-
-// Blocks (one cluster) per position: enough that each thread has about
-// kSelectUnroll loads, at most a portable cluster. A function of the
-// vocabulary alone.
-[[nodiscard]] BATON_HOST_DEVICE constexpr int select_blocks(int vocab) {
-  const int per_block = kSelectThreads * kSelectUnroll;
-  const int wanted = (vocab / kVector + per_block - 1) / per_block;
-  return wanted < 1 ? 1 : wanted > kSelectMaxCluster ? kSelectMaxCluster : wanted;
-}
-
-// Token selection's parameters: one set for every position (the launchers
-// EnqueueArgmax / EnqueueSample, and the decoder model's options), or, when
-// `positions` is set, positions[p] for position p (EnqueueSamplePositions;
-// device memory, indexed by batch position). Built implicitly from a
-// SamplingParams, so callers that pass one set compile unchanged.
-struct SelectParams {
-  PositionSampling uniform;
-  const PositionSampling* positions = nullptr;
-
-  BATON_HOST_DEVICE SelectParams(SamplingParams s,  // NOLINT: implicit on purpose
-                                 const PositionSampling* per_position = nullptr)
-      : uniform{s.temperature, s.top_k, s.top_p, 0, s.seed}, positions(per_position) {}
-
-  // Position p's parameters; every thread of p's cluster loads the same ones,
-  // so the branches taken on them are uniform across the cluster.
-  __device__ PositionSampling at(std::uint32_t p) const {
-    return positions != nullptr ? positions[p] : uniform;
-  }
-};
-
 // Gumbel noise of the 8 elements [i, i + 8) for (seed, sequence, step): see
-// EnqueueSample's comment for the mapping. The first offset is a multiple of
+// ops::Select's sample for the mapping. The first offset is a multiple of
 // 4 (vocab and i are multiples of 8), so one Philox block serves 4 elements,
 // in the order curand() would return them.
 __device__ inline void gumbel8(unsigned long long seed, std::uint64_t sequence, std::uint32_t step,

@@ -1,7 +1,7 @@
 // Token selection's filtered path: top-k and top-p sampling of one position
 // by the cluster that serves it (select_body.cuh runs it for a position whose
 // temperature > 0 asks for top_k in (0, vocab) or top_p < 1). Internal;
-// Abseil-free. The semantics are EnqueueSamplePositions' (decode_kernels.h).
+// Abseil-free. The semantics are sample_positions' (ops/select.h).
 //
 // Exact selection on 16-bit keys. Every stored logit maps to an
 // order-preserving 16-bit key (logit_key), so "the K-th largest logit" and
@@ -231,8 +231,8 @@ template <class T>
 __device__ __forceinline__ Candidate filtered_best(const T* row, int vocab,
                                                    const PositionSampling& request,
                                                    std::uint64_t sequence, std::uint32_t step,
-                                                   const ClusterToFirstBlock& gather) {
-  __shared__ FilterShared shared;
+                                                   const ClusterToFirstBlock& gather,
+                                                   FilterShared& shared) {
   const unsigned t = threadIdx.x;
   const bool split = gather.split();
   const bool by_k = request.top_k > 0 && request.top_k < static_cast<unsigned>(vocab);

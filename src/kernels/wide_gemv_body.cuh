@@ -1,4 +1,4 @@
-// The wide GEMV (kernels/wide_gemv.h): the kernel body, for decode buckets
+// The wide GEMV (ops/wide_gemv.h): the kernel body, for decode buckets
 // of 9 to 64 positions, where the GEMV of gemv_body.cuh reads every weight
 // once per tile of 8 positions. Internal; Abseil-free.
 //
@@ -39,43 +39,9 @@
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/gemv_body.cuh"
 #include "kernels/gemv_io.h"
+#include "kernels/tile.h"
 
 namespace baton::detail::decode {
-
-inline constexpr int kWideWarps = 8;
-inline constexpr int kWideThreads = kWideWarps * 32;
-inline constexpr int kWideRows = kWideWarps * kMmaRows;      // weight rows a block owns
-inline constexpr int kWideChunkBlocks = 4;                   // k-blocks of kMmaK per staged chunk
-inline constexpr int kWideChunk = kWideChunkBlocks * kMmaK;  // 128 elements
-inline constexpr int kWideStride = kWideChunk + 32;          // a staged row: 320 bytes, 64 mod 128
-inline constexpr int kWideMaxSplit = 8;                      // blocks of a cluster (portable size)
-inline constexpr int kWideTargetBlocks = 264;                // two per SM of an H100/H200: one wave
-
-// Output features a block writes: 128, or 64 gate|up pairs for kSiluMul
-// (warp w's mma rows 0-7 are gate rows, 8-15 the matching up rows).
-[[nodiscard]] BATON_HOST_DEVICE constexpr int wide_block_outputs(GemvOutput output) {
-  return output == GemvOutput::kSiluMul ? kWideRows / 2 : kWideRows;
-}
-
-[[nodiscard]] BATON_HOST_DEVICE constexpr int wide_row_blocks(GemvOutput output, int out_features) {
-  const int outputs = output == GemvOutput::kSiluMul ? out_features / 2 : out_features;
-  return (outputs + wide_block_outputs(output) - 1) / wide_block_outputs(output);
-}
-
-// The blocks (a power of two, at most 8) that split a row block's K: doubled
-// while the grid stays within one wave of two blocks per SM and every block
-// keeps at least two chunks of K. A function of the shape alone (the bits
-// depend on it). Llama-3.2-1B: QKV and attention output 8 (192 and 128
-// blocks), gate|up 2 (256), FFN down 8 (128), LM head 1 (1002).
-[[nodiscard]] BATON_HOST_DEVICE constexpr int wide_gemv_split(int row_blocks, int in_features) {
-  const int k_blocks = (in_features + kMmaK - 1) / kMmaK;
-  int split = 1;
-  while (split < kWideMaxSplit && row_blocks * split * 2 <= kWideTargetBlocks &&
-         k_blocks >= split * 2 * 2 * kWideChunkBlocks) {
-    split *= 2;
-  }
-  return split;
-}
 
 // A block's shared memory (the caller declares it: one body for every launch
 // path): two staged chunks of every position's inputs, then, once the K loop
@@ -91,17 +57,12 @@ struct WideGemvShared {
   };
 };
 
-// Which block of the grid a body computes: its 128 rows (64 gate|up pairs)
-// and its tile of positions. The K range is its cluster rank's.
-struct WideTile {
-  int row_block = 0;
-  int position_block = 0;
-};
-
 template <class T, GemvOutput Output, int NT>
 __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int in_features,
-                                               GemvIo io, DecodeBatch batch, WideTile tile,
+                                               GemvIo io, DecodeBatch batch, Tile tile,
                                                WideGemvShared<NT>& shared) {
+  // The block's 128 rows (64 gate|up pairs) are row block tile.x, its
+  // positions tile tile.y; its K range is its cluster rank's.
   constexpr int P = NT * kMmaPositions;
   constexpr int kTileStride = WideGemvShared<NT>::kTileStride;
   constexpr bool kSilu = Output == GemvOutput::kSiluMul;
@@ -117,7 +78,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
   const int c = lane % 4;  // elements 8c..8c+7 of each k-block
   const int half = out_features / 2;
   const int out_width = kSilu ? half : out_features;
-  const int block_out0 = tile.row_block * wide_block_outputs(Output);
+  const int block_out0 = static_cast<int>(tile.x) * wide_block_outputs(Output);
   const int row0 = block_out0 + warp * (kSilu ? kMmaRows / 2 : kMmaRows);
   const int a_index = row0 + g;
   const int b_index = kSilu ? half + row0 + g : row0 + g + 8;
@@ -149,7 +110,7 @@ __device__ __forceinline__ void wide_gemv_body(const T* w, int out_features, int
   load_weights(0, wa, wb);
 
   const std::uint32_t active = enter_step_node_active(batch);
-  const std::uint32_t p0 = static_cast<std::uint32_t>(tile.position_block) * P;
+  const std::uint32_t p0 = tile.y * P;
   if (p0 >= active) return;  // uniform across the cluster (it spans z only)
 
   // A chunk's inputs into a staging buffer, copied asynchronously (no

@@ -2,6 +2,7 @@
 // plans per bucket and the step itself (decoder_model_io.cc writes requests
 // and reads results).
 #include <algorithm>
+#include <array>
 #include <string>
 #include <utility>
 
@@ -11,8 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint_config.h"
 #include "decoder_model_impl.h"
-#include "kernels/wide_gemv.h"
-#include "step_launch.h"
+#include "ops/host_driver.h"
 
 namespace baton {
 namespace {
@@ -248,14 +248,14 @@ absl::Status DecoderModel::Impl::AllocateState() {
 }
 
 // The plan of a path and attention, built once.
-const std::vector<detail::StepOp>& DecoderModel::Impl::Plan(detail::PlanPath path,
-                                                            detail::AttentionPlan attention) {
+const std::vector<ops::OpNode>& DecoderModel::Impl::Plan(detail::PlanPath path,
+                                                         detail::AttentionPlan attention) {
   const PlanKey key{path, attention};
   auto it = plans_by_path_.find(key);
   if (it == plans_by_path_.end()) {
     it = plans_by_path_
              .emplace(key, detail::PlanDecoderStep(config_, weights_.tensors(), caches_, buffers_,
-                                                   path, attention))
+                                                   view_, path, attention))
              .first;
   }
   return it->second;
@@ -264,28 +264,28 @@ const std::vector<detail::StepOp>& DecoderModel::Impl::Plan(detail::PlanPath pat
 // The device step walks Baton's own kernels: the GEMV plan with fused
 // attention for buckets up to max_batch rows, the GEMM plan with the
 // appended chunks' attention above (what kBatonGemv captures for the same
-// buckets, so every engine runs the same kernels).
+// buckets, so every engine runs the same kernels). Every kernel the two
+// plans launch is opted in to its shared memory now, from the host.
 absl::Status DecoderModel::Impl::InitDeviceStep() {
   const auto& decode = Plan(detail::PlanPath::kGemv, detail::AttentionPlan::kFusedRows);
   const auto& prefill =
       Plan(detail::PlanPath::kBatonGemm,
            detail::AttentionFor(config_, options_.max_batch + 1, options_.max_batch));
-  std::vector<detail::StepOp> ops(decode);
-  ops.insert(ops.end(), prefill.begin(), prefill.end());
-  BATON_ASSIGN_OR_RETURN(device_ops_, DeviceBuffer<detail::StepOp>::Create(ops.size()));
-  BATON_RETURN_IF_ERROR(device_ops_.CopyFrom(ops));
+  std::vector<ops::OpNode> nodes(decode);
+  nodes.insert(nodes.end(), prefill.begin(), prefill.end());
+  BATON_ASSIGN_OR_RETURN(device_ops_, DeviceBuffer<ops::OpNode>::Create(nodes.size()));
+  BATON_RETURN_IF_ERROR(device_ops_.CopyFrom(nodes));
   detail::DecoderDeviceStep step;
-  step.view = view_;
   step.decode_ops = device_ops_.data();
   step.decode_count = static_cast<std::uint32_t>(decode.size());
   step.prefill_ops = device_ops_.data() + decode.size();
   step.prefill_count = static_cast<std::uint32_t>(prefill.size());
-  step.rope_inv_freq = weights_.tensors().rope_inv_freq;
-  step.buffers = buffers_;
+  step.max_batch = options_.max_batch;
   BATON_ASSIGN_OR_RETURN(device_step_, DeviceBuffer<detail::DecoderDeviceStep>::Create(1));
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(device_step_.data(), &step, sizeof(step), cudaMemcpyHostToDevice));
-  BATON_CUDA_RETURN_IF_ERROR(detail::PrepareDecoderDynamicParallelism());
+  BATON_CUDA_RETURN_IF_ERROR(
+      detail::PrepareDecoderDynamicParallelism(nodes, max_rows_, options_.max_batch));
   return absl::OkStatus();
 }
 
@@ -330,26 +330,23 @@ absl::Status DecoderModel::Impl::EnqueueStep(const StepContext& ctx, cudaStream_
         "RuntimeOptions::max_batch 0 (the program carries the model's) or make them equal",
         ctx.args.max_batch, options_.max_batch));
   }
-  detail::PlanLaunch launch;
-  launch.view = &view_;
-  launch.args = ctx.args;
-  launch.rows = rows;
-  launch.sequences = std::min(rows, options_.max_batch);
-  launch.buffers = &buffers_;
-  launch.rope_inv_freq = weights_.tensors().rope_inv_freq;
+  ops::OpFrame frame;
+  frame.args = ctx.args;
+  frame.rows = rows;
+  frame.sequences = std::min(rows, options_.max_batch);
   const detail::AttentionPlan attention = detail::AttentionFor(config_, rows, options_.max_batch);
-  if (UsesGemv(rows)) {
-    return detail::EnqueuePlan(Plan(detail::PlanPath::kGemv, attention), launch, stream);
-  }
-  if (options_.gemm == DecoderGemm::kBatonGemv) {
-    return detail::EnqueuePlan(Plan(detail::PlanPath::kBatonGemm, attention), launch, stream);
-  }
-  if (UsesWideGemv(rows)) {
-    return detail::EnqueuePlan(Plan(detail::PlanPath::kWideGemv, attention), launch, stream);
-  }
+  const auto enqueue = [&](detail::PlanPath path) {
+    const std::vector<ops::OpNode>& plan = Plan(path, attention);
+    return ops::EnqueueNodes(plan.data(), plan.size(), frame, stream);
+  };
+  if (UsesGemv(rows)) return enqueue(detail::PlanPath::kGemv);
+  if (options_.gemm == DecoderGemm::kBatonGemv) return enqueue(detail::PlanPath::kBatonGemm);
+  if (UsesWideGemv(rows)) return enqueue(detail::PlanPath::kWideGemv);
   BATON_ASSIGN_OR_RETURN(BucketPlans * plans, PlansFor(rows));
-  for (int i = 0; i < detail::kProjections; ++i) launch.linears[i] = &plans->linears[i];
-  return detail::EnqueuePlan(Plan(detail::PlanPath::kCublasLt, attention), launch, stream);
+  std::array<CublasLtLinear*, ops::kProjections> linears{};
+  for (int i = 0; i < ops::kProjections; ++i) linears[i] = &plans->linears[i];
+  frame.linears = linears.data();
+  return enqueue(detail::PlanPath::kCublasLt);
 }
 
 // Whether a bucket's projections run Baton's GEMV (else Baton's GEMM or
@@ -380,19 +377,19 @@ absl::StatusOr<DecoderModel::Impl::BucketPlans*> DecoderModel::Impl::PlansFor(st
   if (it != plans_.end()) return &it->second;
   const DecoderConfig& c = config_;
   // (in_features, out_features, bias, tokens) of each projection, by
-  // detail::Projection: the LM head reads each sequence's last row only.
+  // ops::Projection: the LM head reads each sequence's last row only.
   const std::uint32_t sequences = std::min(rows, options_.max_batch);
   const struct {
     int in, out;
     bool bias;
     std::uint32_t tokens;
-  } shapes[detail::kProjections] = {{c.d_model, c.qkv_width(), c.qkv_bias, rows},
-                                    {c.attention_width(), c.d_model, c.o_bias, rows},
-                                    {c.d_model, c.gate_up_width(), false, rows},
-                                    {c.ffn, c.d_model, false, rows},
-                                    {c.d_model, c.padded_vocab(), false, sequences}};
+  } shapes[ops::kProjections] = {{c.d_model, c.qkv_width(), c.qkv_bias, rows},
+                                 {c.attention_width(), c.d_model, c.o_bias, rows},
+                                 {c.d_model, c.gate_up_width(), false, rows},
+                                 {c.ffn, c.d_model, false, rows},
+                                 {c.d_model, c.padded_vocab(), false, sequences}};
   BucketPlans plans;
-  for (int i = 0; i < detail::kProjections; ++i) {
+  for (int i = 0; i < ops::kProjections; ++i) {
     LinearOptions linear;
     linear.tokens = static_cast<int>(shapes[i].tokens);
     linear.in_features = shapes[i].in;

@@ -18,9 +18,10 @@
 #include "baton/cuda_resources.h"
 #include "baton/decoder_model.h"
 #include "decoder_device_step.h"
-#include "decoder_step.h"
+#include "frame/step_view.h"
 #include "model_weights.h"
-#include "step_plan.h"
+#include "ops/op.h"
+#include "plan/step_plan.h"
 #include "token_stream.h"
 
 namespace baton {
@@ -56,7 +57,7 @@ class DecoderModel::Impl {
   std::size_t weight_bytes() const { return weights_.step_bytes(); }
 
  private:
-  // The cuBLASLt projections of one bucket, by detail::Projection (the LM
+  // The cuBLASLt projections of one bucket, by ops::Projection (the LM
   // head's for the bucket's sequences, the others for its rows).
   struct BucketPlans {
     std::vector<CublasLtLinear> linears;
@@ -68,7 +69,7 @@ class DecoderModel::Impl {
   absl::Status InitDeviceStep();
   bool UsesGemv(std::uint32_t rows) const;
   bool UsesWideGemv(std::uint32_t rows) const;
-  const std::vector<detail::StepOp>& Plan(detail::PlanPath path, detail::AttentionPlan attention);
+  const std::vector<ops::OpNode>& Plan(detail::PlanPath path, detail::AttentionPlan attention);
   absl::StatusOr<BucketPlans*> PlansFor(std::uint32_t rows);
 
   DecoderModelOptions options_;
@@ -102,8 +103,8 @@ class DecoderModel::Impl {
   DeviceBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
   detail::StepBuffers buffers_;
   detail::DecoderStepView view_;
-  std::map<PlanKey, std::vector<detail::StepOp>> plans_by_path_;
-  DeviceBuffer<detail::StepOp> device_ops_;
+  std::map<PlanKey, std::vector<ops::OpNode>> plans_by_path_;
+  DeviceBuffer<ops::OpNode> device_ops_;
   DeviceBuffer<detail::DecoderDeviceStep> device_step_;
   std::shared_ptr<CublasLtContext> cublas_;
   std::map<std::uint32_t, BucketPlans> plans_;

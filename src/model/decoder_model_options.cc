@@ -8,7 +8,7 @@
 #include "baton/decoder_model.h"
 #include "baton/status.h"
 #include "kernels/decoder_config_check.h"
-#include "kernels/wide_gemv.h"
+#include "ops/wide_gemv.h"
 
 namespace baton {
 namespace {
@@ -96,12 +96,12 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
     return absl::InvalidArgumentError(
         "DecoderModelOptions::gemm is not a DecoderGemm value; use kAuto, kCublasLt or kBatonGemv");
   }
-  if (options.auto_wide_gemv_max_bucket > kWideGemvMaxBucket) {
+  if (options.auto_wide_gemv_max_bucket > ops::kWideGemvMaxBucket) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::auto_wide_gemv_max_bucket is %u; it must be at most %u (a block of "
         "the wide GEMV owns up to %u sequences), or 0 to keep cuBLASLt above "
         "auto_gemv_max_bucket",
-        options.auto_wide_gemv_max_bucket, kWideGemvMaxBucket, kWideGemvMaxBucket));
+        options.auto_wide_gemv_max_bucket, ops::kWideGemvMaxBucket, ops::kWideGemvMaxBucket));
   }
   if (!IsPowerOfTwo(options.kv_page_tokens) || options.kv_page_tokens < kMinPageTokens ||
       options.kv_page_tokens > kMaxPageTokens) {

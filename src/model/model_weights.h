@@ -21,7 +21,7 @@
 #include "baton/cuda_resources.h"
 #include "baton/decoder_config.h"
 #include "checkpoint/checkpoint.h"
-#include "model_tensors.h"
+#include "plan/model_tensors.h"
 
 namespace baton::detail {
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/status.h"
-#include "decoder_step.h"
+#include "frame/step_view.h"
 
 namespace baton::detail {
 absl::StatusOr<TokenStream> TokenStream::Create(std::uint32_t entries, std::uint32_t window) {

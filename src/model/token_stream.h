@@ -1,7 +1,7 @@
 // The host side of the decoder's token stream (DecoderModel::ReadStream): a
 // ring of stream_window words per request-table entry in mapped host memory,
 // which the step's last kernel writes as it chooses each token
-// (decoder_step_body.cuh, end_position) and the host reads without
+// (frame/step_frame_body.cuh, end_position) and the host reads without
 // synchronizing. Internal to the model.
 #pragma once
 

@@ -1,6 +1,6 @@
-// CPU references of the decode-step kernels (kernels/decode_kernels.h), in
+// CPU references of the decode-step kernels (src/ops), in
 // double from the same 16-bit inputs the device reads, plus a host
-// re-implementation of the curand Philox mapping EnqueueSample documents.
+// re-implementation of the curand Philox mapping ops::Select::sample documents.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +44,12 @@ void Rope(double* head, int head_dim, int pos, const std::vector<float>& inv_fre
 [[nodiscard]] std::uint32_t PhiloxBits(std::uint64_t seed, std::uint64_t subsequence,
                                        std::uint64_t offset);
 
-// EnqueueSample's Gumbel-max scores of one row: logit / T - log(-log(u_i)).
+// ops::Select::sample's Gumbel-max scores of one row: logit / T - log(-log(u_i)).
 [[nodiscard]] std::vector<double> SampleScores(const float* logits, int vocab, double temperature,
                                                std::uint64_t seed, std::uint64_t sequence,
                                                std::uint32_t step);
 
-// EnqueueSamplePositions' semantics (kernels/decode_kernels.h), in double from
+// ops::Select::sample_positions' semantics (src/ops), in double from
 // the stored 16-bit logits of one row.
 //
 // The order-preserving key of a stored logit: a larger logit, a larger key;

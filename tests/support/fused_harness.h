@@ -28,7 +28,8 @@
 #include <vector>
 
 #include "baton/decoder_config.h"
-#include "kernels/decode_kernels.h"
+#include "kernels/attention_split.h"
+#include "kernels/decode_batch.h"
 
 namespace baton::kernel_test {
 

@@ -52,7 +52,8 @@
 #include "absl/types/span.h"
 #include "baton/cuda_resources.h"
 #include "baton/decoder_config.h"
-#include "kernels/decode_kernels.h"
+#include "kernels/attention_split.h"
+#include "kernels/decode_batch.h"
 #include "support/gpu_test.h"
 #include "support/test_seed.h"
 

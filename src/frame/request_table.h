@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "baton/decoder_config.h"
-#include "kernels/decode_kernels.h"
+#include "kernels/decode_batch.h"
 
 namespace baton {
 

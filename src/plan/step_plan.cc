@@ -1,15 +1,18 @@
-#include "step_plan.h"
+#include "plan/step_plan.h"
 
 #include <cstddef>
 
-#include "decoder_step.h"
+#include "kernels/gemv_shape.h"
+#include "ops/step_ops.h"
 
 namespace baton::detail {
 namespace {
 
+using decode::gemv_fuses_norm;
 using decode::GemvInput;
 using decode::GemvIo;
 using decode::GemvOutput;
+using ops::Projection;
 
 // The architecture, before any fusion: what a Llama-family decoder step
 // computes, in order. Written once; PlanDecoderStep lowers it for a path.
@@ -73,64 +76,106 @@ void* OutputOf(Projection projection, const StepBuffers& b) {
   return nullptr;
 }
 
+// Builds a plan's nodes in order, each with the step's per-row state.
 class PlanBuilder {
  public:
-  void Add(StepOp op) {
-    op.settled = settled_;
-    ops_.push_back(op);
-  }
-  // The norm of rows (or, `sequences`, of each sequence's last row).
-  void RowNorm(RowNormInput input, const void* source, const void* norm, bool sequences = false) {
-    StepOp op;
-    op.kind = StepOpKind::kRowNorm;
-    op.row_input = input;
-    op.row_source = source;
-    op.norm = norm;
-    op.sequences = sequences;
-    Add(op);
-  }
-  // RoPE, the KV append and attention of one layer.
-  // `short_rows`: how the decode attention attends rows of one unit
-  // (kernels/attention_split.h).
-  void Attend(AttentionPlan attention, const KvCacheLayer& cache, AttentionShortRows short_rows) {
-    if (attention == AttentionPlan::kFusedRows) {
-      Simple(StepOpKind::kRopeAttention, cache, short_rows);
-      return;
+  PlanBuilder(const DecoderConfig& config, const DecoderStepView& view, const StepBuffers& buffers,
+              const float* rope_inv_freq)
+      : c_(config), view_(view), b_(buffers), rope_(rope_inv_freq) {}
+
+  const DecoderConfig& config() const { return c_; }
+  const StepBuffers& buffers() const { return b_; }
+
+  // The batch of a node over the step's rows, or (`sequences`) over its
+  // positions, each reading its last row; how it meets the node before it
+  // (kernels/decode_batch.h): settled once Settle() has run.
+  DecodeBatch Batch(bool sequences, bool launch_next_early = false) const {
+    DecodeBatch batch;
+    if (sequences) {
+      batch.rows = view_.logit_rows;
+    } else {
+      batch.fresh = view_.row_fresh;
     }
-    Simple(StepOpKind::kRopeAppend, cache);
-    Simple(attention == AttentionPlan::kAppendThenChunks ? StepOpKind::kChunkAttention
-                                                         : StepOpKind::kRowAttention,
-           cache, short_rows);
+    batch.slots = view_.row_slots;
+    batch.positions = view_.row_positions;
+    batch.max_slots = view_.max_batch;
+    batch.settled = settled_;
+    batch.launch_next_early = launch_next_early;
+    return batch;
   }
-  void Simple(StepOpKind kind, const KvCacheLayer& cache = {},
-              AttentionShortRows short_rows = AttentionShortRows::kPerQueryHead) {
-    StepOp op;
-    op.kind = kind;
-    op.cache = cache;
-    op.short_rows = short_rows;
-    Add(op);
+  template <class Args>
+  void Add(const Args& args, bool sequences = false) {
+    nodes_.push_back(ops::MakeNode(args, sequences));
+  }
+  void StepBegin() { Add(ops::StepBegin::Args{{view_, {}}, 0}, /*sequences=*/true); }
+  void SelectAndEnd() {
+    Add(ops::SelectAndEnd::Args{{view_, {}}, b_.logits, Batch(true)}, /*sequences=*/true);
+  }
+  // The norm of rows (or, `sequences`, of each sequence's last row): of the
+  // residual stream, of embedding rows (stored as the stream) or of the
+  // stream plus a delta (added first).
+  void RowNorm(ops::RowNorm::Source input, const void* source, const void* norm,
+               bool sequences = false) {
+    using Source = ops::RowNorm::Source;
+    const DecodeBatch batch = Batch(sequences);
+    switch (input) {
+      case Source::kHidden:
+        Add(ops::RowNorm::rms_norm(c_, b_.hidden, norm, batch, b_.normed), sequences);
+        break;
+      case Source::kEmbedding:
+        Add(ops::RowNorm::embedding_rms_norm(c_, source, b_.in_tokens, norm, batch, b_.hidden,
+                                             b_.normed),
+            sequences);
+        break;
+      case Source::kResidual:
+        Add(ops::RowNorm::residual_add_rms_norm(c_, b_.hidden, source, norm, batch, b_.normed),
+            sequences);
+        break;
+    }
+  }
+  // RoPE, the KV append and attention of one layer; returns its output (the
+  // next projection's input). `short_rows`: how the decode attention attends
+  // rows of one unit (kernels/attention_split.h).
+  const void* Attend(AttentionPlan attention, const KvCacheLayer& cache,
+                     AttentionShortRows short_rows) {
+    if (attention == AttentionPlan::kFusedRows) {
+      Add(ops::Attention::with_rope(c_, rope_, b_.qkv, cache, Batch(false), b_.attention_scratch,
+                                    b_.attention, short_rows));
+      return b_.attention;
+    }
+    Add(ops::RopeAppend::of(c_, rope_, b_.qkv, cache, Batch(false)));
+    if (attention == AttentionPlan::kAppendThenChunks) {
+      ChunkAttentionBatch chunks;  // the launch binds the step's sequences
+      chunks.start = view_.chunk_start;
+      chunks.max_slots = view_.max_batch;
+      Add(ops::ChunkAttention::of(c_, b_.qkv, cache, chunks, b_.attention));
+    } else {
+      Add(ops::Attention::decode(c_, b_.qkv, cache, Batch(false), b_.attention_scratch,
+                                 b_.attention, short_rows));
+    }
+    return b_.attention;
   }
   // SiLU(gate) * up of `gate_up`'s rows into `out`, a row kernel.
   void SiluMul(const void* gate_up, void* out) {
-    StepOp op;
-    op.kind = StepOpKind::kSiluMul;
-    op.io.x = gate_up;
-    op.io.y = out;
-    Add(op);
+    Add(ops::SiluMul::of(c_, gate_up, Batch(false), out));
   }
   // From here on the batch is settled: step begin (which writes positions
   // and input tokens) is two or more nodes back and the scheduler (header,
   // slots) further, and the residual GEMVs are never adjacent.
   void Settle() { settled_ = true; }
-  std::vector<StepOp> Take() { return std::move(ops_); }
+  std::vector<ops::OpNode> Take() { return std::move(nodes_); }
 
  private:
+  const DecoderConfig& c_;
+  const DecoderStepView& view_;
+  const StepBuffers& b_;
+  const float* rope_;
   bool settled_ = false;
-  std::vector<StepOp> ops_;
+  std::vector<ops::OpNode> nodes_;
 };
 
 // Baton's GEMV, five kernels per layer (six where a norm stays a row kernel):
-// every RMSNorm fused into the GEMV that reads it where GemvFusesRmsNorm
+// every RMSNorm fused into the GEMV that reads it where gemv_fuses_norm
 // allows (a function of the shape alone; the first one with the embedding),
 // SiLU(gate) * up into the gate | up GEMV's output (GemvOutput::kSiluMul: each
 // activation made once, by the block that holds its gate and up sums), every
@@ -169,9 +214,9 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         norm = op.weight;
         break;
       case Logical::kAttend:
-        plan.Attend(attention, caches[op.layer],
-                    wide ? AttentionShortRows::kGrouped : AttentionShortRows::kPerQueryHead);
-        input = b.attention;
+        input =
+            plan.Attend(attention, caches[op.layer],
+                        wide ? AttentionShortRows::kGrouped : AttentionShortRows::kPerQueryHead);
         break;
       case Logical::kGate:
       case Logical::kAddResidual:
@@ -184,33 +229,37 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         const bool gate = followed_by(Logical::kGate);
         // The LM head and its norm see each sequence's last row only.
         const bool head = op.projection == Projection::kLmHead;
-        StepOp gemv;
-        gemv.kind = wide ? StepOpKind::kWideGemv : StepOpKind::kGemv;
-        gemv.sequences = head;
-        gemv.w = op.weight;
-        gemv.out_features = op.out_features;
-        gemv.in_features = op.in_features;
-        gemv.launch_next_early = op.projection == Projection::kQkv && op.layer > 0;
-        gemv.output = residual ? GemvOutput::kResidualAdd
-                      : gate   ? GemvOutput::kSiluMul
-                               : GemvOutput::kStore;
+        const GemvOutput output = residual ? GemvOutput::kResidualAdd
+                                  : gate   ? GemvOutput::kSiluMul
+                                           : GemvOutput::kStore;
         void* y = residual ? nullptr : gate ? b.ffn_act : OutputOf(op.projection, b);
-        if (norm != nullptr && !wide && GemvFusesRmsNorm(op.out_features, op.in_features)) {
-          gemv.input = embed ? GemvInput::kEmbeddingRmsNorm : GemvInput::kRmsNorm;
-          gemv.io = embed ? GemvIo::embedding_rms_norm(c, w.embedding, b.in_tokens, b.hidden, norm,
-                                                       y, op.bias)
-                          : GemvIo::rms_norm(c, b.hidden, norm, y, op.bias);
+        GemvInput in = GemvInput::kPlain;
+        GemvIo io;
+        if (norm != nullptr && !wide && gemv_fuses_norm(op.out_features, op.in_features)) {
+          in = embed ? GemvInput::kEmbeddingRmsNorm : GemvInput::kRmsNorm;
+          io = embed ? GemvIo::embedding_rms_norm(c, w.embedding, b.in_tokens, b.hidden, norm, y,
+                                                  op.bias)
+                     : GemvIo::rms_norm(c, b.hidden, norm, y, op.bias);
         } else {
           if (norm != nullptr) {
-            plan.RowNorm(embed ? RowNormInput::kEmbedding : RowNormInput::kHidden,
+            plan.RowNorm(embed ? ops::RowNorm::Source::kEmbedding : ops::RowNorm::Source::kHidden,
                          embed ? w.embedding : nullptr, norm, head);
             input = b.normed;
           }
-          gemv.input = GemvInput::kPlain;
-          gemv.io = GemvIo::plain(input, y, op.bias);
+          io = GemvIo::plain(input, y, op.bias);
         }
-        if (residual) gemv.io.residual = b.hidden;
-        plan.Add(gemv);
+        if (residual) io.residual = b.hidden;
+        const DecodeBatch batch =
+            plan.Batch(head, op.projection == Projection::kQkv && op.layer > 0);
+        if (wide) {
+          plan.Add(ops::WideGemv::of(c.dtype, output, op.weight, op.out_features, op.in_features,
+                                     io, batch),
+                   head);
+        } else {
+          plan.Add(ops::Gemv::fused(c.dtype, in, output, op.weight, op.out_features, op.in_features,
+                                    io, batch),
+                   head);
+        }
         if (embed) plan.Settle();
         embed = false;
         norm = nullptr;
@@ -227,7 +276,7 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
 // norm, RoPE with attention; SiLU(gate) * up is a row kernel of its own.
 void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                       const ModelTensors& w, const std::vector<KvCacheLayer>& caches,
-                      const StepBuffers& b, AttentionPlan attention, StepOpKind projection,
+                      const StepBuffers& b, AttentionPlan attention, bool cublas,
                       PlanBuilder& plan) {
   bool embed = false;
   bool residual = false;  // a residual add is pending (fused into the next norm)
@@ -241,9 +290,9 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
         residual = true;
         break;
       case Logical::kNorm:
-        plan.RowNorm(embed      ? RowNormInput::kEmbedding
-                     : residual ? RowNormInput::kResidual
-                                : RowNormInput::kHidden,
+        plan.RowNorm(embed      ? ops::RowNorm::Source::kEmbedding
+                     : residual ? ops::RowNorm::Source::kResidual
+                                : ops::RowNorm::Source::kHidden,
                      embed      ? w.embedding
                      : residual ? b.projected
                                 : nullptr,
@@ -255,35 +304,33 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
       case Logical::kAttend:
         // Bits that already depend on the bucket (cuBLASLt) read each
         // key once per group; Baton's GEMM keeps the GEMV's attention.
-        plan.Attend(attention, caches[op.layer],
-                    projection == StepOpKind::kLinear ? AttentionShortRows::kGrouped
-                                                      : AttentionShortRows::kPerQueryHead);
-        input = b.attention;
+        input =
+            plan.Attend(attention, caches[op.layer],
+                        cublas ? AttentionShortRows::kGrouped : AttentionShortRows::kPerQueryHead);
         break;
       case Logical::kGate:
         plan.SiluMul(b.gate_up, b.ffn_act);
         input = b.ffn_act;
         break;
       case Logical::kProject: {
-        StepOp linear;
-        linear.kind = projection;
-        linear.sequences = op.projection == Projection::kLmHead;
-        linear.linear = op.projection;
-        linear.w = op.weight;
-        linear.out_features = op.out_features;
-        linear.in_features = op.in_features;
-        linear.io.x = input;
-        linear.io.bias = op.bias;
-        linear.io.y = OutputOf(op.projection, b);
-        plan.Add(linear);
-        input = linear.io.y;
+        const bool head = op.projection == Projection::kLmHead;
+        void* y = OutputOf(op.projection, b);
+        if (cublas) {
+          plan.Add(ops::Linear::Args{op.projection, input, op.weight, op.bias, y}, head);
+        } else {
+          plan.Add(
+              ops::Gemm::of(c.dtype, GemvOutput::kStore, op.weight, op.out_features, op.in_features,
+                            GemvIo::plain(input, y, op.bias), plan.Batch(head)),
+              head);
+        }
+        input = y;
         break;
       }
     }
   }
 }
 
-// The chunk attention's head sizes (kernels/chunk_attention.h): multiples of
+// The chunk attention's head sizes (ops/chunk_attention.h): multiples of
 // its 16-wide mma k step.
 bool ChunkAttentionTakes(const DecoderConfig& config) {
   return config.head_dim % 16 == 0 && config.head_dim <= kDecoderMaxHeadDim;
@@ -291,13 +338,13 @@ bool ChunkAttentionTakes(const DecoderConfig& config) {
 
 }  // namespace
 
-std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config, const ModelTensors& weights,
-                                    const std::vector<KvCacheLayer>& caches,
-                                    const StepBuffers& buffers, PlanPath path,
-                                    AttentionPlan attention) {
+std::vector<ops::OpNode> PlanDecoderStep(const DecoderConfig& config, const ModelTensors& weights,
+                                         const std::vector<KvCacheLayer>& caches,
+                                         const StepBuffers& buffers, const DecoderStepView& view,
+                                         PlanPath path, AttentionPlan attention) {
   const std::vector<LogicalOp> logical = Architecture(config, weights);
-  PlanBuilder plan;
-  plan.Simple(StepOpKind::kStepBegin);
+  PlanBuilder plan(config, view, buffers, weights.rope_inv_freq);
+  plan.StepBegin();
   switch (path) {
     case PlanPath::kGemv:
     case PlanPath::kWideGemv:
@@ -305,19 +352,13 @@ std::vector<StepOp> PlanDecoderStep(const DecoderConfig& config, const ModelTens
                    path == PlanPath::kWideGemv, plan);
       break;
     case PlanPath::kCublasLt:
-      LowerForCublasLt(config, logical, weights, caches, buffers, attention, StepOpKind::kLinear,
-                       plan);
-      break;
     case PlanPath::kBatonGemm:
-      LowerForCublasLt(config, logical, weights, caches, buffers, attention, StepOpKind::kGemm,
-                       plan);
+      LowerForCublasLt(config, logical, weights, caches, buffers, attention,
+                       path == PlanPath::kCublasLt, plan);
       break;
   }
   plan.Settle();  // token selection is many nodes after step begin
-  StepOp select;
-  select.kind = StepOpKind::kSelectAndEnd;
-  select.sequences = true;
-  plan.Add(select);
+  plan.SelectAndEnd();
   return plan.Take();
 }
 

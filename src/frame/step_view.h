@@ -1,10 +1,13 @@
-// The device state of the decoder model's step and the two kernels that frame
-// it: step_begin turns the scheduler's batch (StepArgs: positions, each with
-// a chunk of rows) into the model's inputs by row, the token selection
-// kernel ends the step by turning the chosen tokens back into sequence text,
-// streamed tokens and finish_item calls. Between them run the layer kernels
-// (kernels/decode_kernels.h) over rows and the projections. Abseil-free: .cu
-// files include it.
+// The decoder model's step frame: the device state a step reads and writes
+// around its layers (DecoderStepView: the request table, per-row and
+// per-position state, the token stream), and the layouts the host shares
+// with it. Two ops frame every step (src/ops/step_begin.h and
+// src/ops/select_and_end.h, bodies in frame/step_frame_body.cuh):
+// step_begin turns the scheduler's batch (StepArgs: positions, each with a
+// chunk of rows) into the model's inputs by row, and token selection ends the
+// step by turning the chosen tokens back into sequence text, streamed tokens
+// and finish_item calls. Between them run the layer ops over rows and the
+// projections. Abseil-free: .cu files include it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,8 +15,8 @@
 #include <cstdint>
 
 #include "baton/step_args.h"
-#include "decoder_model_types.h"
-#include "kernels/decode_kernels.h"
+#include "frame/request_table.h"
+#include "kernels/decode_batch.h"
 
 namespace baton::detail {
 
@@ -58,16 +61,19 @@ struct DecoderStepView {
 
 inline constexpr std::uint32_t kNoRequest = 0xffffffffu;
 
+// step_begin: a block per position, a thread per row.
+inline constexpr int kStepFrameThreads = 128;
+
 // Whether a bucket of `rows` rows is a chunk step (GEMMs, the append of every
 // row, chunk attention) rather than a decode step (the decode kernels): above
-// max_batch rows. The graph path's plans (AttentionFor) and the
-// dynamic-parallelism step both choose by it.
+// max_batch rows. The graph path's plans (AttentionFor) and the device step
+// both choose by it.
 BATON_HOST_DEVICE constexpr bool IsChunkStep(std::uint32_t rows, std::uint32_t max_batch) {
   return rows > max_batch;
 }
 
 // The token stream's layout, for the device that writes it and the host that
-// reads it (token_stream.cc): where entry e's token i lands, and the word that
+// reads it (src/model/token_stream.cc): where entry e's token i lands, and the word that
 // holds it ((i + 1) << 32 | token; 0 is an empty slot).
 BATON_HOST_DEVICE constexpr std::size_t StreamSlot(std::uint32_t entry, std::uint32_t index,
                                                    std::uint32_t window) {
@@ -82,28 +88,5 @@ BATON_HOST_DEVICE constexpr std::uint32_t StreamWordIndexPlusOne(unsigned long l
 BATON_HOST_DEVICE constexpr std::int32_t StreamWordToken(unsigned long long word) {
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(word));
 }
-
-// step_begin: for every live position p, validates the item's request entry
-// (the item's input length must be its prompt's), and for each of its
-// tokens[p] rows sets the row's slot, sequence index (the tokens the item ran
-// before, plus the row's place in the chunk), fresh count and input token
-// (the prompt's, then the last generated one); sets the position's logits
-// row (its last row), chunk start, sampling key and parameters. A refused
-// item's rows get index -1, which the layer kernels skip, and step_end
-// finishes it with kRefusedRequest. One block per position.
-[[nodiscard]] cudaError_t EnqueueStepBegin(const DecoderStepView& view, const StepArgs& args,
-                                           std::uint32_t capacity, cudaStream_t stream);
-
-// Token selection with each position's own sampling parameters
-// (EnqueueSamplePositions, view.sampling, into view.out_tokens) and the
-// step's end in the same kernel: for every live position whose step produced
-// a new token (its chunk reached the prompt's end, and every step after),
-// appends the token to the sequence and the token stream, and finishes the
-// item on one of its stop tokens or at max_new_tokens (value: tokens
-// generated); stamps the step clock. `batch` covers the step's positions
-// (active = &header->batch).
-[[nodiscard]] cudaError_t EnqueueSelectAndEndStep(const DecoderStepView& view, const StepArgs& args,
-                                                  const void* logits, DecodeBatch batch,
-                                                  cudaStream_t stream);
 
 }  // namespace baton::detail

@@ -1,8 +1,7 @@
-// The bodies of the two kernels that frame the decoder model's step
-// (decoder_step.h): step_begin, and the step's end as hooks of the token
-// selection kernel. Shared by the graph path (decoder_step_kernels.cu) and the
-// dynamic-parallelism step (src/model/dp_decoder_step.cu).
-// Internal; Abseil-free.
+// The bodies of the two ops that frame the decoder model's step
+// (frame/step_view.h): step_begin, and the step's end as hooks of the token
+// selection body (ops/step_begin.h, ops/select_and_end.h launch them on every
+// path). Internal; Abseil-free.
 #pragma once
 
 #include <cstddef>
@@ -11,11 +10,10 @@
 
 #include "baton/batch_policy.h"
 #include "baton/step_kernel.cuh"
-#include "decoder_step.h"
+#include "frame/step_view.h"
+#include "kernels/tile.h"
 
 namespace baton::detail {
-
-inline constexpr int kStepFrameThreads = 128;  // step_begin: a block per position, a thread per row
 
 __device__ inline std::size_t sequence_index(const DecoderStepView& v, std::uint32_t entry,
                                              std::uint32_t token) {
@@ -38,13 +36,13 @@ __device__ inline bool entry_ok(const DecoderStepView& v, const WorkItem& item, 
          static_cast<std::uint64_t>(ran) + tokens < total;
 }
 
-// On the graph path both kernels are launched with launch_step_kernel: they
-// may start while the node before them (the scheduler, or the token
-// selection) still runs. One block per position, its threads over the
-// position's rows; `capacity` positions.
+// On the graph path both ops are launched with programmatic dependent launch:
+// they may start while the node before them (the scheduler, or the token
+// selection) still runs. One block per position p = tile.x, its threads over
+// the position's rows; `capacity` positions; no shared memory.
 __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args,
-                                                std::uint32_t capacity) {
-  const std::uint32_t p = blockIdx.x;
+                                                std::uint32_t capacity, Tile tile) {
+  const std::uint32_t p = tile.x;
   wait_for_previous_nodes();
   allow_next_node();
   if (p >= capacity) return;
@@ -162,8 +160,8 @@ struct StepEndHooks {
   StepArgs args;
   PositionEnd end{};
   __device__ void prepare(std::uint32_t p) { end = load_position_end(v, args, p); }
-  __device__ void entered() const {
-    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) stamp_step(v, args);
+  __device__ void entered(const Tile& tile) const {
+    if (tile.x == 0 && tile.y == 0 && threadIdx.x == 0) stamp_step(v, args);
   }
   __device__ void chose(std::uint32_t p, std::int32_t token) const {
     end_position(v, args, p, end, token);
