@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -29,6 +31,12 @@ namespace baton {
 
 // Trims an absolute __FILE__ to the project-relative part ("src/<layer>/<file>.cc").
 [[nodiscard]] absl::string_view ProjectRelativePath(absl::string_view file);
+
+// How every failed library call reads (CudaStatus, the cuBLAS wrappers):
+// "<call> failed: <error_name> (<error_text>) at src/<layer>/<file>.cc:42".
+[[nodiscard]] std::string CallFailureMessage(absl::string_view call, absl::string_view error_name,
+                                             absl::string_view error_text, absl::string_view file,
+                                             int line);
 
 }  // namespace baton
 

@@ -104,28 +104,6 @@ std::string Quote(absl::string_view text) {
   return out;
 }
 
-absl::string_view TypeName(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      return "a boolean";
-    case Json::value_t::string:
-      return "a string";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return "an integer";
-    case Json::value_t::number_float:
-      return "a fraction";
-    case Json::value_t::object:
-      return "an object";
-    case Json::value_t::array:
-      return "an array";
-    default:
-      return "an unknown value";
-  }
-}
-
 std::string Describe(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null:
@@ -154,9 +132,23 @@ std::string Describe(const Json& value) {
   }
 }
 
+namespace {
+
+// A scalar's type in words (Describe shows only its value); null, objects and
+// arrays never get here, Describe says their type already.
+absl::string_view ScalarTypeName(const Json& value) {
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_string()) return "a string";
+  if (value.is_number_integer()) return "an integer";  // signed or unsigned
+  if (value.is_number_float()) return "a fraction";
+  return "an unknown value";
+}
+
+}  // namespace
+
 std::string DescribeWithType(const Json& value) {
   if (value.is_structured() || value.is_null()) return Describe(value);
-  return absl::StrCat(TypeName(value), " ", Describe(value));
+  return absl::StrCat(ScalarTypeName(value), " ", Describe(value));
 }
 
 bool AsInt64(const Json& value, std::int64_t* out) {

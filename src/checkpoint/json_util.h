@@ -39,9 +39,6 @@ inline absl::string_view AsAbsl(std::string_view text) {
 // `text` between single quotes, cut at 96 characters, control bytes escaped.
 [[nodiscard]] std::string Quote(absl::string_view text);
 
-// The JSON type in words: "a string", "an object", "a fraction", ...
-[[nodiscard]] absl::string_view TypeName(const Json& value);
-
 // Type and value for "must be X, got ..." messages: "a string '4096'",
 // "a fraction 2.5", "an array of 3 values".
 [[nodiscard]] std::string DescribeWithType(const Json& value);

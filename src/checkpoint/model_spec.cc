@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,46 @@ using internal::Quote;
 
 constexpr absl::string_view kSupportedArchitectures =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM";
+
+// Each architecture and each dtype once: the spellings config.json and the
+// safetensors header use, read and written from the same row.
+struct ArchitectureRow {
+  Architecture value;
+  std::string_view name;        // architectures[0]
+  std::string_view model_type;  // model_type, when the config says it
+};
+constexpr ArchitectureRow kArchitectures[] = {
+    {Architecture::kLlama, "LlamaForCausalLM", "llama"},
+    {Architecture::kMistral, "MistralForCausalLM", "mistral"},
+    {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
+};
+struct DTypeRow {
+  DType value;
+  std::string_view name;         // config.json's dtype / torch_dtype
+  std::string_view safetensors;  // a safetensors header's dtype
+};
+constexpr DTypeRow kDTypes[] = {
+    {DType::kFloat32, "float32", "F32"},
+    {DType::kFloat16, "float16", "F16"},
+    {DType::kBFloat16, "bfloat16", "BF16"},
+};
+
+// The row whose `column` is `key` (an enumerator or a spelling), or nullptr.
+// (This layer uses no other Baton code, so not foundation/enum_table.h.)
+template <typename Row, std::size_t N, typename Column, typename Key>
+const Row* FindRow(const Row (&rows)[N], Column Row::*column, const Key& key) {
+  for (const Row& row : rows) {
+    if (row.*column == key) return &row;
+  }
+  return nullptr;
+}
+
+// `column` of `value`'s row; "unknown" for a value no row describes.
+template <typename Row, std::size_t N, typename Value>
+std::string_view NameOf(const Row (&rows)[N], Value value, std::string_view Row::*column) {
+  const Row* row = FindRow(rows, &Row::value, value);
+  return row != nullptr ? row->*column : "unknown";
+}
 
 std::string Field(absl::string_view prefix, absl::string_view key) {
   return prefix.empty() ? std::string(key) : absl::StrCat(prefix, ".", key);
@@ -154,19 +196,10 @@ absl::Status ReadArchitecture(const Reader& r, const Json& root, ModelSpec* spec
   const Json& first = (*list)[0];
   if (!first.is_string()) return r.WrongType("architectures[0]", first, "a string");
   const std::string& name = first.get_ref<const std::string&>();
-  absl::string_view model_type;
-  if (name == "LlamaForCausalLM") {
-    spec->architecture = Architecture::kLlama;
-    model_type = "llama";
-  } else if (name == "MistralForCausalLM") {
-    spec->architecture = Architecture::kMistral;
-    model_type = "mistral";
-  } else if (name == "Qwen2ForCausalLM") {
-    spec->architecture = Architecture::kQwen2;
-    model_type = "qwen2";
-  } else {
-    return r.Unsupported("architectures[0]", first, kSupportedArchitectures);
-  }
+  const ArchitectureRow* row = FindRow(kArchitectures, &ArchitectureRow::name, name);
+  if (row == nullptr) return r.Unsupported("architectures[0]", first, kSupportedArchitectures);
+  spec->architecture = row->value;
+  const absl::string_view model_type = internal::AsAbsl(row->model_type);
   spec->architecture_name = name;
   std::optional<std::string> declared;
   BATON_CHECKPOINT_RETURN_IF_ERROR(r.String(root, "", "model_type", &declared));
@@ -325,16 +358,11 @@ absl::Status ReadDType(const Reader& r, const Json& root, ModelSpec* spec) {
     std::optional<std::string> name;
     BATON_CHECKPOINT_RETURN_IF_ERROR(r.String(root, "", key, &name));
     if (!name) continue;
-    DType dtype;
-    if (*name == "bfloat16") {
-      dtype = DType::kBFloat16;
-    } else if (*name == "float16") {
-      dtype = DType::kFloat16;
-    } else if (*name == "float32") {
-      dtype = DType::kFloat32;
-    } else {
+    const DTypeRow* row = FindRow(kDTypes, &DTypeRow::name, *name);
+    if (row == nullptr) {
       return r.Unsupported(key, *Reader::Find(root, key), "bfloat16, float16, float32");
     }
+    const DType dtype = row->value;
     if (found && *found != dtype) {
       return r.Error(key, absl::StrCat(Quote(*name), " disagrees with ", found_key, " ",
                                        Quote(internal::AsAbsl(DTypeName(*found))),
@@ -472,39 +500,18 @@ absl::StatusOr<ModelSpec> ParseModelConfig(std::string_view json_text_std,
 }
 
 std::string_view ArchitectureName(Architecture architecture) {
-  switch (architecture) {
-    case Architecture::kLlama:
-      return "LlamaForCausalLM";
-    case Architecture::kMistral:
-      return "MistralForCausalLM";
-    case Architecture::kQwen2:
-      return "Qwen2ForCausalLM";
-  }
-  return "unknown";
+  return NameOf(kArchitectures, architecture, &ArchitectureRow::name);
 }
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-  }
-  return "unknown";
-}
+std::string_view DTypeName(DType dtype) { return NameOf(kDTypes, dtype, &DTypeRow::name); }
 
 std::string_view SafetensorsDTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "F32";
-    case DType::kFloat16:
-      return "F16";
-    case DType::kBFloat16:
-      return "BF16";
-  }
-  return "unknown";
+  return NameOf(kDTypes, dtype, &DTypeRow::safetensors);
+}
+
+std::optional<DType> SafetensorsDType(std::string_view name) {
+  const DTypeRow* row = FindRow(kDTypes, &DTypeRow::safetensors, name);
+  return row != nullptr ? std::optional<DType>(row->value) : std::nullopt;
 }
 
 std::size_t DTypeSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }

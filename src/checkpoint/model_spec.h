@@ -70,6 +70,8 @@ inline constexpr int kMaxHeadDim = 256;
 [[nodiscard]] std::string_view DTypeName(DType dtype);
 // The safetensors spelling: "BF16", "F16", "F32".
 [[nodiscard]] std::string_view SafetensorsDTypeName(DType dtype);
+// The dtype a safetensors header spells `name`; nullopt for any other.
+[[nodiscard]] std::optional<DType> SafetensorsDType(std::string_view name);
 // 4 for F32, 2 for F16 and BF16.
 [[nodiscard]] std::size_t DTypeSize(DType dtype);
 

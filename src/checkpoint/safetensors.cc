@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -80,16 +81,12 @@ class HeaderReader {
                          absl::StrCat("dtype must be a string, got ", DescribeWithType(dtype)));
     }
     const std::string& dtype_name = dtype.get_ref<const std::string&>();
-    if (dtype_name == "F32") {
-      out->view.dtype = DType::kFloat32;
-    } else if (dtype_name == "F16") {
-      out->view.dtype = DType::kFloat16;
-    } else if (dtype_name == "BF16") {
-      out->view.dtype = DType::kBFloat16;
-    } else {
+    const std::optional<DType> parsed = SafetensorsDType(dtype_name);
+    if (!parsed) {
       return TensorError(name, absl::StrCat("dtype ", Describe(dtype),
                                             " is not supported (supported: F32, F16, BF16)"));
     }
+    out->view.dtype = *parsed;
     const Json& shape = *entry.find("shape");
     if (!shape.is_array()) {
       return TensorError(

@@ -19,31 +19,28 @@
 #include "baton/conditional_builder.h"
 #include "baton/cuda_resources.h"
 #include "baton/status.h"
-#include "carried_decision.h"
-#include "engines/engine_driver.h"
 #include "engines/scheduler_nodes.h"
 #include "foundation/nvtx.h"
+#include "graph_engine.h"
 
 namespace baton::detail {
 namespace {
 
-class ConditionalEngine final : public EngineDriver {
+class ConditionalEngine final : public GraphEngine {
  public:
-  Engine kind() const override { return Engine::kConditional; }
+  ConditionalEngine() : GraphEngine("PrepareConditionalEngine") {}
 
-  absl::Status Prepare(const StepProgram& program, const EngineSetup& setup) override {
-    if (graph_.has_value()) return absl::OkStatus();
-    const NvtxRange range("PrepareConditionalEngine");
-    BATON_ASSIGN_OR_RETURN(carried_, CarriedDecision::Create());
-    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<GraphEngineParams>::Create(1));
-    const GraphEngineParams* params = params_.data();
+  absl::Status Launch(cudaStream_t stream) override { return graph_->Launch(stream); }
+
+ private:
+  absl::Status BuildGraphs(const StepProgram& program, const EngineSetup& setup,
+                           const GraphEngineParams* params, cudaStream_t capture,
+                           GraphEngineParams* written) override {
     // The scheduler only needs the bucket sizes to choose with: the entries
     // carry no graph handle because it launches nothing.
     std::vector<DeviceBucketEntry> entries;
     for (std::uint32_t size : program.buckets) entries.push_back({nullptr, size, 0});
-    BATON_ASSIGN_OR_RETURN(sizes_, DeviceBuffer<DeviceBucketEntry>::Create(entries.size()));
-    BATON_RETURN_IF_ERROR(sizes_.CopyFrom(entries));
-    BATON_ASSIGN_OR_RETURN(Stream capture, CreateStream());
+    BATON_ASSIGN_OR_RETURN(written->scheduler.buckets, UploadBucketSizes(entries, sizes_));
     BATON_ASSIGN_OR_RETURN(
         ConditionalGraphBuilder builder,
         ConditionalGraphBuilder::Create(absl::StrCat(setup.program_name, " (conditional engine)")));
@@ -55,23 +52,15 @@ class ConditionalEngine final : public EngineDriver {
                                     after_inner);
       });
     };
-    auto step = [&](GraphSection& section, std::uint32_t bucket) {
+    // `count` steps of `bucket` and the inner nodes between them.
+    auto steps = [&](GraphSection& section, std::uint32_t bucket, std::uint32_t count) {
       const NvtxRange bucket_range(absl::StrCat("PrepareBucket ", program.buckets[bucket]).c_str());
-      const StepContext context{program.buckets[bucket], setup.scheduler.args};
-      return section.Capture([&](cudaStream_t stream) { return program.enqueue(context, stream); });
+      return section.Capture([&](cudaStream_t stream) {
+        return EnqueueSteps(program, setup, params, bucket, count, stream);
+      });
     };
     // A bucket's steps per loop body (EngineSetup::StepsFor).
     auto steps_of = [&](std::uint32_t bucket) { return setup.StepsFor(program.buckets[bucket]); };
-    // The steps of one loop body and the inner nodes between them.
-    auto body_steps = [&](GraphSection& section, std::uint32_t bucket) -> absl::Status {
-      BATON_RETURN_IF_ERROR(step(section, bucket));
-      for (std::uint32_t k = 1; k < steps_of(bucket); ++k) {
-        BATON_RETURN_IF_ERROR(section.Capture(
-            [&](cudaStream_t stream) { return CaptureTailInnerNode(params, stream, bucket); }));
-        BATON_RETURN_IF_ERROR(step(section, bucket));
-      }
-      return absl::OkStatus();
-    };
     cudaGraphConditionalHandle while_handle = 0;
     cudaGraphConditionalHandle switch_handle = 0;
     const std::uint32_t bucket_count = static_cast<std::uint32_t>(program.buckets.size());
@@ -83,7 +72,7 @@ class ConditionalEngine final : public EngineDriver {
       BATON_ASSIGN_OR_RETURN(while_handle, builder.root().CreateHandle(/*default_value=*/0));
       BATON_RETURN_IF_ERROR(scheduler(builder.root(), ConditionalRole::kLoop, 0));
       BATON_RETURN_IF_ERROR(builder.root().While(while_handle, [&](GraphSection& loop) {
-        BATON_RETURN_IF_ERROR(body_steps(loop, 0));
+        BATON_RETURN_IF_ERROR(steps(loop, 0, steps_of(0)));
         return scheduler(loop, ConditionalRole::kLoop, 0, /*after_inner=*/steps_of(0) > 1);
       }));
     } else {
@@ -95,10 +84,10 @@ class ConditionalEngine final : public EngineDriver {
         for (std::uint32_t b = 0; b < bucket_count; ++b) {
           bodies.push_back([&, b](GraphSection& body) -> absl::Status {
             BATON_ASSIGN_OR_RETURN(stay_handles[b], body.CreateHandle(/*default_value=*/0));
-            BATON_RETURN_IF_ERROR(step(body, b));
+            BATON_RETURN_IF_ERROR(steps(body, b, 1));
             BATON_RETURN_IF_ERROR(scheduler(body, ConditionalRole::kInner, b));
             return body.While(stay_handles[b], [&](GraphSection& inner) {
-              BATON_RETURN_IF_ERROR(body_steps(inner, b));
+              BATON_RETURN_IF_ERROR(steps(inner, b, steps_of(b)));
               return scheduler(inner, ConditionalRole::kInner, b, /*after_inner=*/steps_of(b) > 1);
             });
           });
@@ -109,27 +98,14 @@ class ConditionalEngine final : public EngineDriver {
     BATON_ASSIGN_OR_RETURN(stay_handles_,
                            DeviceBuffer<cudaGraphConditionalHandle>::Create(bucket_count));
     BATON_RETURN_IF_ERROR(stay_handles_.CopyFrom(stay_handles));
-    BATON_ASSIGN_OR_RETURN(ConditionalGraph graph, builder.Build(capture.get()));
-    GraphEngineParams written;
-    written.scheduler = setup.scheduler;
-    written.scheduler.buckets =
-        DeviceBucketTable{sizes_.data(), static_cast<std::uint32_t>(entries.size())};
-    written.carried = carried_.device_word();
-    written.while_handle = while_handle;
-    written.switch_handle = switch_handle;
-    written.stay_handles = stay_handles_.data();
-    BATON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(params_.data(), &written, sizeof(written), cudaMemcpyHostToDevice));
+    BATON_ASSIGN_OR_RETURN(ConditionalGraph graph, builder.Build(capture));
+    written->while_handle = while_handle;
+    written->switch_handle = switch_handle;
+    written->stay_handles = stay_handles_.data();
     graph_.emplace(std::move(graph));
     return absl::OkStatus();
   }
 
-  absl::Status Launch(cudaStream_t stream) override { return graph_->Launch(stream); }
-  absl::Status Reset() override { return carried_.Reset(); }
-
- private:
-  CarriedDecision carried_;
-  DeviceBuffer<GraphEngineParams> params_;
   DeviceBuffer<DeviceBucketEntry> sizes_;
   DeviceBuffer<cudaGraphConditionalHandle> stay_handles_;
   std::optional<ConditionalGraph> graph_;

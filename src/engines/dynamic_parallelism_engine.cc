@@ -20,23 +20,6 @@ namespace {
 
 class DynamicParallelismEngine final : public EngineDriver {
  public:
-  Engine kind() const override { return Engine::kDynamicParallelism; }
-
-  absl::Status Prepare(const StepProgram& program, const EngineSetup& setup) override {
-    if (params_.size() > 0) return absl::OkStatus();
-    step_ = program.device_step;
-    const std::vector<DeviceBucketEntry> entries =
-        DynamicParallelismSizes(program, setup.max_batch);
-    BATON_ASSIGN_OR_RETURN(sizes_, DeviceBuffer<DeviceBucketEntry>::Create(entries.size()));
-    BATON_RETURN_IF_ERROR(sizes_.CopyFrom(entries));
-    SchedulerParams params = setup.scheduler;
-    params.buckets = DeviceBucketTable{sizes_.data(), static_cast<std::uint32_t>(entries.size())};
-    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<SchedulerParams>::Create(1));
-    BATON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(params_.data(), &params, sizeof(params), cudaMemcpyHostToDevice));
-    return absl::OkStatus();
-  }
-
   absl::Status Launch(cudaStream_t stream) override {
     BATON_CUDA_RETURN_IF_ERROR(step_.launch(params_.data(), step_.params, stream));
     return absl::OkStatus();
@@ -64,6 +47,18 @@ class DynamicParallelismEngine final : public EngineDriver {
   }
 
  private:
+  absl::Status Build(const StepProgram& program, const EngineSetup& setup) override {
+    step_ = program.device_step;
+    SchedulerParams params = setup.scheduler;
+    BATON_ASSIGN_OR_RETURN(
+        params.buckets,
+        UploadBucketSizes(DynamicParallelismSizes(program, setup.max_batch), sizes_));
+    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<SchedulerParams>::Create(1));
+    BATON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(params_.data(), &params, sizeof(params), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
   DeviceStepProgram step_;
   DeviceBuffer<DeviceBucketEntry> sizes_;
   DeviceBuffer<SchedulerParams> params_;

@@ -3,9 +3,13 @@
 // adds to a device failure's Status. The runtime (src/host) owns the loop's
 // device state and lifecycle and talks to engines only through this.
 //
-//   tail-launch         engines/tail_launch_engine.cc          one device launch per graph of n
-//   steps conditional         engines/conditional_engine.cc          one host-launched WHILE/SWITCH
-//   graph dynamic-parallelism engines/dynamic_parallelism_engine.cc  the program's device step
+// - tail-launch (engines/tail_launch_engine.cc): one device launch per graph
+//   of n steps;
+// - conditional (engines/conditional_engine.cc): one host-launched
+//   WHILE/SWITCH graph;
+// - dynamic-parallelism (engines/dynamic_parallelism_engine.cc): the
+//   program's device step.
+// The two graph engines share engines/graph_engine.h.
 //
 // Internal.
 #pragma once
@@ -18,6 +22,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "baton/bucket_entry.h"
+#include "baton/cuda_resources.h"
 #include "baton/engine.h"
 #include "baton/step_program.h"
 #include "scheduler/scheduler_params.h"
@@ -52,11 +59,10 @@ struct EngineSetup {
 class EngineDriver {
  public:
   virtual ~EngineDriver() = default;
-  [[nodiscard]] virtual Engine kind() const = 0;
   // Captures, certifies and uploads what the engine runs and writes its
-  // parameters to device memory. Once per runtime; later calls do nothing.
-  [[nodiscard]] virtual absl::Status Prepare(const StepProgram& program,
-                                             const EngineSetup& setup) = 0;
+  // parameters to device memory (Build). Once per runtime: after a call that
+  // succeeded, later calls do nothing.
+  [[nodiscard]] absl::Status Prepare(const StepProgram& program, const EngineSetup& setup);
   // One run of the device loop, launched from the host on `stream`.
   [[nodiscard]] virtual absl::Status Launch(cudaStream_t stream) = 0;
   // Forgets any step decision the engine carried between nodes (Abort ended
@@ -67,7 +73,19 @@ class EngineDriver {
                                                     std::uint32_t /*error_word*/) const {
     return why;
   }
+
+ private:
+  [[nodiscard]] virtual absl::Status Build(const StepProgram& program,
+                                           const EngineSetup& setup) = 0;
+  bool prepared_ = false;
 };
+
+// A bucket table of sizes only, copied to `storage` (device memory): what
+// the scheduler chooses among when it launches no bucket graph (the
+// conditional engine's SWITCH runs the chosen body; the dynamic-parallelism
+// step launches its own kernels). `entries` carry no graph handles.
+[[nodiscard]] absl::StatusOr<DeviceBucketTable> UploadBucketSizes(
+    absl::Span<const DeviceBucketEntry> entries, DeviceBuffer<DeviceBucketEntry>& storage);
 
 [[nodiscard]] std::unique_ptr<EngineDriver> CreateEngineDriver(Engine engine);
 

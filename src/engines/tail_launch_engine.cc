@@ -16,77 +16,58 @@
 #include "baton/cuda_resources.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
-#include "carried_decision.h"
-#include "engines/engine_driver.h"
 #include "engines/scheduler_nodes.h"
 #include "foundation/nvtx.h"
+#include "graph_engine.h"
 
 namespace baton::detail {
 namespace {
 
-class TailLaunchEngine final : public EngineDriver {
+class TailLaunchEngine final : public GraphEngine {
  public:
-  Engine kind() const override { return Engine::kTailLaunch; }
+  TailLaunchEngine() : GraphEngine("PrepareTailLaunchEngine") {}
 
-  absl::Status Prepare(const StepProgram& program, const EngineSetup& setup) override {
-    if (bootstrap_.has_value()) return absl::OkStatus();
-    const NvtxRange range("PrepareTailLaunchEngine");
-    BATON_ASSIGN_OR_RETURN(carried_, CarriedDecision::Create());
-    BATON_ASSIGN_OR_RETURN(params_, DeviceBuffer<GraphEngineParams>::Create(1));
-    const GraphEngineParams* params = params_.data();
-    BATON_ASSIGN_OR_RETURN(Stream capture, CreateStream());
+  absl::Status Launch(cudaStream_t stream) override { return bootstrap_->Launch(stream); }
+
+ private:
+  absl::Status BuildGraphs(const StepProgram& program, const EngineSetup& setup,
+                           const GraphEngineParams* params, cudaStream_t capture,
+                           GraphEngineParams* written) override {
     std::vector<BucketGraph> graphs;
     for (std::uint32_t b = 0; b < program.buckets.size(); ++b) {
       const std::uint32_t size = program.buckets[b];
       const std::uint32_t steps = setup.StepsFor(size);
       const NvtxRange bucket_range(absl::StrCat("PrepareBucket ", size).c_str());
-      const StepContext context{size, setup.scheduler.args};
       CertifyOptions certify;
       certify.name = absl::StrCat(setup.program_name, " (bucket ", size, ", tail-launch engine)");
-      BATON_ASSIGN_OR_RETURN(DeviceGraph graph,
-                             CaptureDeviceGraph(
-                                 capture.get(),
-                                 [&](cudaStream_t stream) -> absl::Status {
-                                   BATON_RETURN_IF_ERROR(program.enqueue(context, stream));
-                                   for (std::uint32_t k = 1; k < steps; ++k) {
-                                     BATON_RETURN_IF_ERROR(CaptureTailInnerNode(params, stream, b));
-                                     BATON_RETURN_IF_ERROR(program.enqueue(context, stream));
-                                   }
-                                   return CaptureSchedulerNode(Engine::kTailLaunch, params, stream,
-                                                               ConditionalRole::kLoop, 0,
-                                                               /*after_inner=*/steps > 1);
-                                 },
-                                 certify));
+      BATON_ASSIGN_OR_RETURN(
+          DeviceGraph graph,
+          CaptureDeviceGraph(
+              capture,
+              [&](cudaStream_t stream) -> absl::Status {
+                BATON_RETURN_IF_ERROR(EnqueueSteps(program, setup, params, b, steps, stream));
+                return CaptureSchedulerNode(Engine::kTailLaunch, params, stream,
+                                            ConditionalRole::kLoop, 0, /*after_inner=*/steps > 1);
+              },
+              certify));
       graphs.push_back(BucketGraph{size, std::move(graph)});
     }
-    BATON_ASSIGN_OR_RETURN(BucketTable table,
-                           BucketTable::Create(std::move(graphs), capture.get()));
+    BATON_ASSIGN_OR_RETURN(BucketTable table, BucketTable::Create(std::move(graphs), capture));
     CertifyOptions certify;
     certify.name = "tail-launch engine bootstrap";
     BATON_ASSIGN_OR_RETURN(DeviceGraph bootstrap, CaptureDeviceGraph(
-                                                      capture.get(),
+                                                      capture,
                                                       [&](cudaStream_t stream) {
                                                         return CaptureSchedulerNode(
                                                             Engine::kTailLaunch, params, stream);
                                                       },
                                                       certify));
-    GraphEngineParams written;
-    written.scheduler = setup.scheduler;
-    written.scheduler.buckets = table.device_table();
-    written.carried = carried_.device_word();
-    BATON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(params_.data(), &written, sizeof(written), cudaMemcpyHostToDevice));
+    written->scheduler.buckets = table.device_table();
     table_.emplace(std::move(table));
     bootstrap_.emplace(std::move(bootstrap));
     return absl::OkStatus();
   }
 
-  absl::Status Launch(cudaStream_t stream) override { return bootstrap_->Launch(stream); }
-  absl::Status Reset() override { return carried_.Reset(); }
-
- private:
-  CarriedDecision carried_;
-  DeviceBuffer<GraphEngineParams> params_;
   std::optional<BucketTable> table_;
   std::optional<DeviceGraph> bootstrap_;
 };

@@ -5,42 +5,43 @@
 #include "absl/strings/str_cat.h"
 #include "baton/device_error_word.h"
 #include "baton/status.h"
+#include "foundation/enum_table.h"
 
 namespace baton {
 namespace {
 
-absl::string_view SiteName(DeviceErrorSite site) {
-  switch (site) {
-    case DeviceErrorSite::kNone:
-      return "unknown device site";
-    case DeviceErrorSite::kTailLaunch:
-      return "device tail launch (cudaGraphLaunch with cudaStreamGraphTailLaunch)";
-    case DeviceErrorSite::kFireAndForget:
-      return "device fire-and-forget launch (cudaGraphLaunch with cudaStreamGraphFireAndForget)";
-    case DeviceErrorSite::kKernelLaunch:
-      return "device kernel launch (dynamic parallelism)";
-    case DeviceErrorSite::kQueueWait:
-      return "bounded wait on a work-queue slot";
-    case DeviceErrorSite::kSchedulerState:
-      return "scheduler state check";
-  }
-  return "unknown device site";
-}
+// Each site once: its words in messages, and whether its code is the
+// cudaError_t of a refused device launch (else a code of Baton's own).
+struct SiteRow {
+  DeviceErrorSite value;
+  absl::string_view name;
+  bool cuda_error;
+};
+constexpr SiteRow kSites[] = {
+    {DeviceErrorSite::kNone, "unknown device site", false},
+    {DeviceErrorSite::kTailLaunch,
+     "device tail launch (cudaGraphLaunch with cudaStreamGraphTailLaunch)", true},
+    {DeviceErrorSite::kFireAndForget,
+     "device fire-and-forget launch (cudaGraphLaunch with cudaStreamGraphFireAndForget)", true},
+    {DeviceErrorSite::kKernelLaunch, "device kernel launch (dynamic parallelism)", true},
+    {DeviceErrorSite::kQueueWait, "bounded wait on a work-queue slot", false},
+    {DeviceErrorSite::kSchedulerState, "scheduler state check", false},
+};
 
 }  // namespace
 
 absl::Status DeviceErrorStatus(std::uint32_t word, absl::string_view what) {
   if (word == 0) return absl::OkStatus();
-  const DeviceErrorSite site = DeviceErrorSiteOf(word);
+  const SiteRow* site = FindRow(kSites, DeviceErrorSiteOf(word));
+  if (site == nullptr) site = &kSites[0];  // kNone's words
   const std::uint32_t code = DeviceErrorCodeOf(word);
-  if (site == DeviceErrorSite::kTailLaunch || site == DeviceErrorSite::kFireAndForget ||
-      site == DeviceErrorSite::kKernelLaunch) {
+  if (site->cuda_error) {
     const auto error = static_cast<cudaError_t>(code);
-    return absl::Status(CudaErrorCode(error), absl::StrCat(what, ": ", SiteName(site),
-                                                           " failed with ", cudaGetErrorName(error),
-                                                           " (", cudaGetErrorString(error), ")"));
+    return absl::Status(CudaErrorCode(error), absl::StrCat(what, ": ", site->name, " failed with ",
+                                                           cudaGetErrorName(error), " (",
+                                                           cudaGetErrorString(error), ")"));
   }
-  return absl::InternalError(absl::StrCat(what, ": ", SiteName(site), " failed (code ", code, ")"));
+  return absl::InternalError(absl::StrCat(what, ": ", site->name, " failed (code ", code, ")"));
 }
 
 }  // namespace baton

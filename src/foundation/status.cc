@@ -73,12 +73,17 @@ absl::string_view ProjectRelativePath(absl::string_view file) {
   return slash == absl::string_view::npos ? file : file.substr(slash + 1);
 }
 
+std::string CallFailureMessage(absl::string_view call, absl::string_view error_name,
+                               absl::string_view error_text, absl::string_view file, int line) {
+  return absl::StrCat(call, " failed: ", error_name, " (", error_text, ") at ",
+                      ProjectRelativePath(file), ":", line);
+}
+
 absl::Status CudaStatus(cudaError_t error, absl::string_view call, absl::string_view file,
                         int line) {
   if (error == cudaSuccess) return absl::OkStatus();
   std::string message =
-      absl::StrCat(call, " failed: ", cudaGetErrorName(error), " (", cudaGetErrorString(error),
-                   ") at ", ProjectRelativePath(file), ":", line);
+      CallFailureMessage(call, cudaGetErrorName(error), cudaGetErrorString(error), file, line);
   if (IsStickyCudaError(error)) {
     absl::StrAppend(&message,
                     "; this error is sticky: the CUDA context is unusable, restart the process");

@@ -7,9 +7,36 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "baton/status.h"
+#include "foundation/enum_table.h"
 
 namespace baton {
 namespace {
+
+// Each node type once: its name in refusals and what to do instead of it
+// (empty: allowed), in both launch modes or (device_only) in device launch
+// alone. The conditional engine keeps the whole loop on the GPU, so host
+// launch refuses the same host round trips and allocations as device launch.
+struct NodeTypeRow {
+  cudaGraphNodeType value;
+  absl::string_view name;
+  absl::string_view fix;
+  bool device_only;
+};
+constexpr NodeTypeRow kNodeTypes[] = {
+    {cudaGraphNodeTypeKernel, "kernel", "", false},
+    {cudaGraphNodeTypeMemcpy, "memcpy", "", false},
+    {cudaGraphNodeTypeMemset, "memset", "", false},
+    {cudaGraphNodeTypeHost, "host", kHostNodeFix, false},
+    {cudaGraphNodeTypeGraph, "child graph", "", false},
+    {cudaGraphNodeTypeEmpty, "empty", kEmptyNodeFix, true},
+    {cudaGraphNodeTypeWaitEvent, "event wait", kEventNodeFix, false},
+    {cudaGraphNodeTypeEventRecord, "event record", kEventNodeFix, false},
+    {cudaGraphNodeTypeExtSemaphoreSignal, "external semaphore signal", kSemaphoreNodeFix, false},
+    {cudaGraphNodeTypeExtSemaphoreWait, "external semaphore wait", kSemaphoreNodeFix, false},
+    {cudaGraphNodeTypeMemAlloc, "memory allocation", kMemAllocNodeFix, false},
+    {cudaGraphNodeTypeMemFree, "memory free", kMemFreeNodeFix, false},
+    {cudaGraphNodeTypeConditional, "conditional", kConditionalNodeFix, true},
+};
 
 // The kernel-node device check goes through the driver API (the runtime API
 // does not say which context a kernel node runs in). The entry points are
@@ -178,36 +205,7 @@ struct Walker {
 }  // namespace
 
 absl::string_view GraphNodeTypeName(cudaGraphNodeType type) {
-  switch (type) {
-    case cudaGraphNodeTypeKernel:
-      return "kernel";
-    case cudaGraphNodeTypeMemcpy:
-      return "memcpy";
-    case cudaGraphNodeTypeMemset:
-      return "memset";
-    case cudaGraphNodeTypeHost:
-      return "host";
-    case cudaGraphNodeTypeGraph:
-      return "child graph";
-    case cudaGraphNodeTypeEmpty:
-      return "empty";
-    case cudaGraphNodeTypeWaitEvent:
-      return "event wait";
-    case cudaGraphNodeTypeEventRecord:
-      return "event record";
-    case cudaGraphNodeTypeExtSemaphoreSignal:
-      return "external semaphore signal";
-    case cudaGraphNodeTypeExtSemaphoreWait:
-      return "external semaphore wait";
-    case cudaGraphNodeTypeMemAlloc:
-      return "memory allocation";
-    case cudaGraphNodeTypeMemFree:
-      return "memory free";
-    case cudaGraphNodeTypeConditional:
-      return "conditional";
-    default:
-      return "unknown";
-  }
+  return ColumnOf(kNodeTypes, type, &NodeTypeRow::name, "unknown");
 }
 
 absl::string_view GraphLaunchModeName(GraphLaunchMode mode) {
@@ -215,33 +213,11 @@ absl::string_view GraphLaunchModeName(GraphLaunchMode mode) {
 }
 
 absl::string_view RefusalFix(cudaGraphNodeType type, GraphLaunchMode mode) {
-  switch (type) {
-    case cudaGraphNodeTypeKernel:
-    case cudaGraphNodeTypeMemcpy:
-    case cudaGraphNodeTypeMemset:
-    case cudaGraphNodeTypeGraph:
-      return {};
-    // The conditional engine keeps the whole loop on the GPU, so the host-launch
-    // mode refuses the same host round trips and allocations as device launch.
-    case cudaGraphNodeTypeHost:
-      return kHostNodeFix;
-    case cudaGraphNodeTypeWaitEvent:
-    case cudaGraphNodeTypeEventRecord:
-      return kEventNodeFix;
-    case cudaGraphNodeTypeExtSemaphoreSignal:
-    case cudaGraphNodeTypeExtSemaphoreWait:
-      return kSemaphoreNodeFix;
-    case cudaGraphNodeTypeMemAlloc:
-      return kMemAllocNodeFix;
-    case cudaGraphNodeTypeMemFree:
-      return kMemFreeNodeFix;
-    case cudaGraphNodeTypeEmpty:
-      return mode == GraphLaunchMode::kDevice ? kEmptyNodeFix : absl::string_view();
-    case cudaGraphNodeTypeConditional:
-      return mode == GraphLaunchMode::kDevice ? kConditionalNodeFix : absl::string_view();
-    default:
-      return "unknown node type: only kernel, memcpy, memset and child-graph nodes are allowed";
+  const NodeTypeRow* row = FindRow(kNodeTypes, type);
+  if (row == nullptr) {
+    return "unknown node type: only kernel, memcpy, memset and child-graph nodes are allowed";
   }
+  return row->device_only && mode != GraphLaunchMode::kDevice ? absl::string_view() : row->fix;
 }
 
 absl::Status RefusalStatus(absl::string_view graph_name, GraphLaunchMode mode,

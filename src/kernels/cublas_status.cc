@@ -2,8 +2,6 @@
 
 #include <cublasLt.h>
 
-#include "absl/strings/str_cat.h"
-
 namespace baton {
 
 absl::StatusCode CublasStatusCode(cublasStatus_t status) {
@@ -27,10 +25,9 @@ absl::StatusCode CublasStatusCode(cublasStatus_t status) {
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view call, absl::string_view file,
                           int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::Status(
-      CublasStatusCode(status),
-      absl::StrCat(call, " failed: ", cublasLtGetStatusName(status), " (",
-                   cublasLtGetStatusString(status), ") at ", ProjectRelativePath(file), ":", line));
+  return absl::Status(CublasStatusCode(status),
+                      CallFailureMessage(call, cublasLtGetStatusName(status),
+                                         cublasLtGetStatusString(status), file, line));
 }
 
 }  // namespace baton

@@ -5,35 +5,43 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/status.h"
+#include "foundation/enum_table.h"
 #include "kernels/cublas_status.h"
 
 namespace baton {
 namespace {
 
+// Each data type once: the CUDA type cuBLASLt is told and its element size.
+struct DataTypeRow {
+  MatmulDataType value;
+  cudaDataType_t cuda;
+  std::size_t bytes;
+};
+constexpr DataTypeRow kDataTypes[] = {
+    {MatmulDataType::kFloat32, CUDA_R_32F, 4},
+    {MatmulDataType::kFloat16, CUDA_R_16F, 2},
+    {MatmulDataType::kBFloat16, CUDA_R_16BF, 2},
+};
+
+// Each epilogue once: its cuBLASLt epilogue and its name in messages.
+struct EpilogueRow {
+  MatmulEpilogue value;
+  cublasLtEpilogue_t lt;
+  const char* name;
+};
+constexpr EpilogueRow kEpilogues[] = {
+    {MatmulEpilogue::kNone, CUBLASLT_EPILOGUE_DEFAULT, "none"},
+    {MatmulEpilogue::kBias, CUBLASLT_EPILOGUE_BIAS, "bias"},
+    {MatmulEpilogue::kBiasRelu, CUBLASLT_EPILOGUE_RELU_BIAS, "bias+relu"},
+    {MatmulEpilogue::kBiasGelu, CUBLASLT_EPILOGUE_GELU_BIAS, "bias+gelu"},
+};
+
 cudaDataType_t CudaType(MatmulDataType type) {
-  switch (type) {
-    case MatmulDataType::kFloat32:
-      return CUDA_R_32F;
-    case MatmulDataType::kFloat16:
-      return CUDA_R_16F;
-    case MatmulDataType::kBFloat16:
-      return CUDA_R_16BF;
-  }
-  return CUDA_R_32F;
+  return ColumnOf(kDataTypes, type, &DataTypeRow::cuda, CUDA_R_32F);
 }
 
 cublasLtEpilogue_t LtEpilogue(MatmulEpilogue epilogue) {
-  switch (epilogue) {
-    case MatmulEpilogue::kNone:
-      return CUBLASLT_EPILOGUE_DEFAULT;
-    case MatmulEpilogue::kBias:
-      return CUBLASLT_EPILOGUE_BIAS;
-    case MatmulEpilogue::kBiasRelu:
-      return CUBLASLT_EPILOGUE_RELU_BIAS;
-    case MatmulEpilogue::kBiasGelu:
-      return CUBLASLT_EPILOGUE_GELU_BIAS;
-  }
-  return CUBLASLT_EPILOGUE_DEFAULT;
+  return ColumnOf(kEpilogues, epilogue, &EpilogueRow::lt, CUBLASLT_EPILOGUE_DEFAULT);
 }
 
 constexpr std::uint32_t kAlignmentBytes = 16;
@@ -45,21 +53,11 @@ bool Aligned(const void* ptr) {
 }  // namespace
 
 std::string MatmulEpilogueName(MatmulEpilogue epilogue) {
-  switch (epilogue) {
-    case MatmulEpilogue::kNone:
-      return "none";
-    case MatmulEpilogue::kBias:
-      return "bias";
-    case MatmulEpilogue::kBiasRelu:
-      return "bias+relu";
-    case MatmulEpilogue::kBiasGelu:
-      return "bias+gelu";
-  }
-  return "unknown";
+  return ColumnOf(kEpilogues, epilogue, &EpilogueRow::name, "unknown");
 }
 
 std::size_t MatmulElementBytes(MatmulDataType type) {
-  return type == MatmulDataType::kFloat32 ? 4 : 2;
+  return ColumnOf(kDataTypes, type, &DataTypeRow::bytes, 2);
 }
 
 absl::StatusOr<std::shared_ptr<CublasLtContext>> CublasLtContext::Create(

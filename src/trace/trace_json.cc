@@ -6,13 +6,30 @@
 #include "absl/strings/str_format.h"
 #include "baton/engine.h"
 #include "baton/trace.h"
+#include "foundation/enum_table.h"
 
 namespace baton {
 namespace {
 
-absl::string_view ExitReasonName(std::uint32_t reason) {
-  return EngineExitName(static_cast<EngineExit>(reason));
-}
+// Each event type once: its name, the words for its two fields (empty: the
+// field says nothing) and its instant in the JSON (empty: none; a step's
+// begin opens the step's slice instead). The text line and the JSON both
+// read these rows.
+struct EventTypeRow {
+  TraceEventType value;
+  absl::string_view name;
+  absl::string_view a;
+  absl::string_view b;
+  absl::string_view instant;
+};
+constexpr EventTypeRow kEventTypes[] = {
+    {TraceEventType::kNone, "none", "", "", ""},
+    {TraceEventType::kStepBegin, "step_begin", "batch", "bucket", ""},
+    {TraceEventType::kStepEnd, "step_end", "retired", "batch", "retire"},
+    {TraceEventType::kAdmit, "admit", "admitted", "batch", "admit"},
+    {TraceEventType::kExit, "exit", "reason", "batch", "exit"},
+    {TraceEventType::kError, "error", "error_word", "", "device error"},
+};
 
 // Microseconds since `origin_ns`, with the timer's nanosecond resolution.
 std::string Micros(unsigned long long ns, unsigned long long origin_ns) {
@@ -20,56 +37,50 @@ std::string Micros(unsigned long long ns, unsigned long long origin_ns) {
   return absl::StrFormat("%.3f", static_cast<double>(delta) * 1e-3);
 }
 
+// The event's fields as ` batch=2 bucket=1` (the text line) or as
+// `,"batch":2,"bucket":1` (JSON, where a word is quoted). Field a is a word
+// for an exit (the EngineExit's name) and an error (the word in hex).
+std::string Fields(const TraceEvent& event, bool json) {
+  const EventTypeRow* row = FindRow(kEventTypes, event.type);
+  if (row == nullptr) return "";
+  std::string out;
+  auto add = [&](absl::string_view label, absl::string_view value, bool word) {
+    if (label.empty()) return;
+    if (!json) {
+      absl::StrAppend(&out, " ", label, "=", value);
+    } else if (word) {
+      absl::StrAppend(&out, ",\"", label, "\":\"", value, "\"");
+    } else {
+      absl::StrAppend(&out, ",\"", label, "\":", value);
+    }
+  };
+  if (event.type == TraceEventType::kExit) {
+    add(row->a, EngineExitName(static_cast<EngineExit>(event.a)), true);
+  } else if (event.type == TraceEventType::kError) {
+    add(row->a, absl::StrFormat("0x%08x", event.a), true);
+  } else {
+    add(row->a, absl::StrCat(event.a), false);
+  }
+  add(row->b, absl::StrCat(event.b), false);
+  return out;
+}
+
 std::string InstantJson(const TraceEvent& event, unsigned long long origin_ns,
-                        absl::string_view name, const std::string& args) {
+                        absl::string_view name) {
   return absl::StrCat(R"({"name":")", name, R"(","cat":"scheduler","ph":"i","s":"t","ts":)",
                       Micros(event.time_ns, origin_ns), R"(,"pid":1,"tid":1,"args":{"step":)",
-                      event.step, args, "}}");
+                      event.step, Fields(event, /*json=*/true), "}}");
 }
 
 }  // namespace
 
 absl::string_view TraceEventTypeName(TraceEventType type) {
-  switch (type) {
-    case TraceEventType::kNone:
-      return "none";
-    case TraceEventType::kStepBegin:
-      return "step_begin";
-    case TraceEventType::kStepEnd:
-      return "step_end";
-    case TraceEventType::kAdmit:
-      return "admit";
-    case TraceEventType::kExit:
-      return "exit";
-    case TraceEventType::kError:
-      return "error";
-  }
-  return "unknown";
+  return ColumnOf(kEventTypes, type, &EventTypeRow::name, "unknown");
 }
 
 std::string FormatTraceEvent(const TraceEvent& event, unsigned long long origin_ns) {
-  std::string line = absl::StrCat("t=+", Micros(event.time_ns, origin_ns), "us step ", event.step,
-                                  " ", TraceEventTypeName(event.type));
-  switch (event.type) {
-    case TraceEventType::kStepBegin:
-      absl::StrAppend(&line, " batch=", event.a, " bucket=", event.b);
-      break;
-    case TraceEventType::kStepEnd:
-      absl::StrAppend(&line, " retired=", event.a, " batch=", event.b);
-      break;
-    case TraceEventType::kAdmit:
-      absl::StrAppend(&line, " admitted=", event.a, " batch=", event.b);
-      break;
-    case TraceEventType::kExit:
-      absl::StrAppend(&line, " reason=", ExitReasonName(event.a), " batch=", event.b);
-      break;
-    case TraceEventType::kError:
-      absl::StrAppend(&line, absl::StrFormat(" error_word=0x%08x", event.a));
-      break;
-    case TraceEventType::kNone:
-      break;
-  }
-  return line;
+  return absl::StrCat("t=+", Micros(event.time_ns, origin_ns), "us step ", event.step, " ",
+                      TraceEventTypeName(event.type), Fields(event, /*json=*/false));
 }
 
 std::string TraceJson(absl::Span<const TraceEvent> events) {
@@ -87,8 +98,7 @@ std::string TraceJson(absl::Span<const TraceEvent> events) {
   const TraceEvent* open = nullptr;
   auto close = [&](unsigned long long end_ns, const TraceEvent* end) {
     if (open == nullptr) return;
-    std::string args =
-        absl::StrCat(R"("step":)", open->step, R"(,"batch":)", open->a, R"(,"bucket":)", open->b);
+    std::string args = absl::StrCat(R"("step":)", open->step, Fields(*open, /*json=*/true));
     if (end != nullptr) {
       absl::StrAppend(&args, R"(,"retired":)", end->a);
     } else {
@@ -107,27 +117,17 @@ std::string TraceJson(absl::Span<const TraceEvent> events) {
         break;
       case TraceEventType::kStepEnd:
         if (open != nullptr && open->step == event.step) close(event.time_ns, &event);
-        if (event.a > 0) {
-          add(InstantJson(event, origin, "retire",
-                          absl::StrCat(R"(,"retired":)", event.a, R"(,"batch":)", event.b)));
-        }
-        break;
-      case TraceEventType::kAdmit:
-        add(InstantJson(event, origin, "admit",
-                        absl::StrCat(R"(,"admitted":)", event.a, R"(,"batch":)", event.b)));
         break;
       case TraceEventType::kExit:
         close(event.time_ns, nullptr);
-        add(InstantJson(
-            event, origin, "exit",
-            absl::StrCat(R"(,"reason":")", ExitReasonName(event.a), R"(","batch":)", event.b)));
         break;
-      case TraceEventType::kError:
-        add(InstantJson(event, origin, "device error",
-                        absl::StrFormat(R"(,"error_word":"0x%08x")", event.a)));
+      default:
         break;
-      case TraceEventType::kNone:
-        break;
+    }
+    // The other events are instants; a step that retired nothing has none.
+    const absl::string_view instant = ColumnOf(kEventTypes, event.type, &EventTypeRow::instant, "");
+    if (!instant.empty() && (event.type != TraceEventType::kStepEnd || event.a > 0)) {
+      add(InstantJson(event, origin, instant));
     }
   }
   if (open != nullptr) close(events.back().time_ns, nullptr);
