@@ -8,7 +8,7 @@
 # Usage: scripts/pytest.sh BUILD [pytest arguments]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$1
+build=$(cd "$1" && pwd)
 shift
 python="$build/venv/bin/python"
 if [ ! -x "$python" ] || ! "$python" -c "import tokenizers, jinja2, nanobind, scikit_build_core, pytest" 2>/dev/null; then
@@ -17,7 +17,6 @@ if [ ! -x "$python" ] || ! "$python" -c "import tokenizers, jinja2, nanobind, sc
   exit 77
 fi
 export PYTHONDONTWRITEBYTECODE=1
-build=$(cd "$build" && pwd)
 BATON_PREBUILT=$build "$python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
   -C build-dir="$build/python" "$root"
 export BATON_BUILD_DIR=$build  # the GPU tests compare with BUILD/bin/decode_loop

@@ -66,6 +66,14 @@ struct TokenPolicy {
   }
 };
 
+// The most rows a step of a program with `max_batch` items holds, what its
+// largest bucket and its row arrays must hold: the budget's largest step,
+// and at least one row per item (without a budget every item runs one).
+[[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t StepRowsLimit(const TokenPolicy& policy,
+                                                                      std::uint32_t max_batch) {
+  return policy.max_rows() > max_batch ? policy.max_rows() : max_batch;
+}
+
 // The budget of a step in which `decoding_count` items decode.
 [[nodiscard]] BATON_HOST_DEVICE constexpr std::uint32_t StepTokenBudget(
     const TokenPolicy& policy, std::uint32_t decoding_count) {
@@ -176,17 +184,36 @@ BATON_HOST_DEVICE inline std::uint32_t PlanStepTokens(const TokenPolicy& policy,
   return rows > batch ? rows : batch;
 }
 
-// Bucket: the index of the smallest of `sizes` (increasing) that holds
-// StepCapacityNeeded(batch, rows), or -1 when none does.
+// Bucket: the index of the smallest of `count` increasing sizes
+// (size_at(i)) that holds `need`, or -1 when need is 0 (nothing to run) or
+// larger than the largest. A binary search; every driver picks its buckets
+// with it (the scheduler's decision through DeviceBucketTable, the host loops
+// through ChooseStepBucket, the graph toolkit's BucketTable).
+template <typename SizeAt>
+[[nodiscard]] BATON_HOST_DEVICE constexpr int SmallestBucket(SizeAt size_at, std::uint32_t count,
+                                                             std::uint32_t need) {
+  if (need == 0 || count == 0 || size_at(count - 1) < need) return -1;
+  std::uint32_t low = 0;
+  std::uint32_t high = count - 1;
+  while (low < high) {
+    const std::uint32_t mid = low + (high - low) / 2;
+    if (size_at(mid) >= need) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  return static_cast<int>(low);
+}
+
+// The bucket of a step of `batch` positions and `rows` rows: the smallest of
+// `sizes` (increasing) that holds StepCapacityNeeded(batch, rows), or -1.
 [[nodiscard]] BATON_HOST_DEVICE inline int ChooseStepBucket(const std::uint32_t* sizes,
                                                             std::uint32_t count,
                                                             std::uint32_t batch,
                                                             std::uint32_t rows) {
-  const std::uint32_t need = StepCapacityNeeded(batch, rows);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    if (sizes[i] >= need) return static_cast<int>(i);
-  }
-  return -1;
+  return SmallestBucket([sizes](std::uint32_t i) { return sizes[i]; }, count,
+                        StepCapacityNeeded(batch, rows));
 }
 
 }  // namespace baton

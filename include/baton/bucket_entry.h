@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "baton/batch_policy.h"
 #include "baton/config.h"
 
 namespace baton {
@@ -28,27 +29,9 @@ struct DeviceBucketTable {
   [[nodiscard]] BATON_HOST_DEVICE int choose(std::uint32_t batch) const;
 };
 
-// Binary search over increasing sizes; `size_at(i)` gives bucket i's size.
-template <typename SizeAt>
-[[nodiscard]] BATON_HOST_DEVICE constexpr int choose_bucket(SizeAt size_at, std::uint32_t count,
-                                                            std::uint32_t batch) {
-  if (batch == 0 || count == 0 || size_at(count - 1) < batch) return -1;
-  std::uint32_t low = 0;
-  std::uint32_t high = count - 1;
-  while (low < high) {
-    const std::uint32_t mid = low + (high - low) / 2;
-    if (size_at(mid) >= batch) {
-      high = mid;
-    } else {
-      low = mid + 1;
-    }
-  }
-  return static_cast<int>(low);
-}
-
 BATON_HOST_DEVICE inline int DeviceBucketTable::choose(std::uint32_t batch) const {
   const DeviceBucketEntry* e = entries;
-  return choose_bucket([e](std::uint32_t i) { return e[i].bucket_size; }, count, batch);
+  return SmallestBucket([e](std::uint32_t i) { return e[i].bucket_size; }, count, batch);
 }
 
 }  // namespace baton

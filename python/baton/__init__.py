@@ -12,15 +12,24 @@ Public classes:
         token ids (`baton.text`).
     Errors (`baton.errors`): BatonError and its kinds, each carrying the runtime's message.
 
-Importing baton needs no GPU: the native module loads when the first LLM is made, and `tokenizers` and
-`jinja2` when text is first used. The command line is `python -m baton generate|bench` (`baton.cli`).
+Importing baton needs no GPU: the native module loads when the first LLM or SamplingParams is made (the
+option defaults and the device's limits are its), and `tokenizers` and `jinja2` when text is first used. The command line is `python -m baton generate|bench` (`baton.cli`).
 """
 
 from baton.errors import (BatonError, DeviceError, InvalidArgumentError, NoGPUError, NotFoundError,
                           ResourceExhaustedError)
 from baton.llm import LLM, Request, RequestOutput, StreamDelta
-from baton.sampling import MAX_STOP_TOKENS, SamplingParams
+from baton.sampling import SamplingParams
 from baton.text import Detokenizer, StopMatcher, TextCodec
+
+
+def __getattr__(name: str):
+    # MAX_STOP_TOKENS comes from the native module (baton.sampling), loaded when first asked for.
+    if name == "MAX_STOP_TOKENS":
+        from baton import sampling
+
+        return sampling.MAX_STOP_TOKENS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["LLM", "Request", "RequestOutput", "StreamDelta", "SamplingParams", "MAX_STOP_TOKENS", "TextCodec",
            "Detokenizer", "StopMatcher", "BatonError", "InvalidArgumentError", "NotFoundError",

@@ -17,15 +17,16 @@ from baton import errors
 
 
 def _engine_args(parser: argparse.ArgumentParser) -> None:
+    # Options left out take the library's defaults (baton.llm.defaults(), the C++ ServerOptions{}).
     parser.add_argument("--model", required=True, help="a Hugging Face model directory")
-    parser.add_argument("--engine", default="conditional", choices=["conditional", "tail-launch",
-                                                                    "dynamic-parallelism"])
-    parser.add_argument("--max-batch", type=int, default=32, help="sequences decoded together")
-    parser.add_argument("--max-context", type=int, default=0, help="tokens per sequence (0: what fits)")
-    parser.add_argument("--max-tokens-per-step", type=int, default=768, help="rows one step holds")
-    parser.add_argument("--max-tokens-without-decodes", type=int, default=2048,
+    parser.add_argument("--engine", choices=["conditional", "tail-launch", "dynamic-parallelism"],
+                        help="the device loop's engine")
+    parser.add_argument("--max-batch", type=int, help="sequences decoded together")
+    parser.add_argument("--max-context", type=int, help="tokens per sequence (0: what fits)")
+    parser.add_argument("--max-tokens-per-step", type=int, help="rows one step holds")
+    parser.add_argument("--max-tokens-without-decodes", type=int,
                         help="rows a step holds when no sequence decodes")
-    parser.add_argument("--gemm", default="auto", choices=["auto", "gemv", "cublaslt"])
+    parser.add_argument("--gemm", choices=["auto", "gemv", "cublaslt"], help="the projections' kernels")
 
 
 def _llm(args: argparse.Namespace, **extra):

@@ -18,7 +18,8 @@ import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from baton import errors
-from baton.sampling import MAX_STOP_TOKENS, SamplingParams
+from baton import sampling as sampling_module
+from baton.sampling import SamplingParams
 from baton.text import Detokenizer, StopMatcher, TextCodec
 
 Prompt = Union[str, Sequence[int]]
@@ -145,8 +146,16 @@ class Request:
                              self._finish_reason or "length")
 
 
+def defaults() -> Dict[str, Any]:
+    """The options' defaults, as the C++ library's ServerOptions{} holds them (baton._baton.defaults())."""
+    return dict(_native().defaults())
+
+
 class LLM:
     """A checkpoint on the GPU with Baton's decode loop running.
+
+    Every option left None takes the library's default: defaults(), the C++ ServerOptions{}'s values
+    (include/baton/decoder_model.h documents each).
 
     Args:
         model: a Hugging Face model directory (config.json, model.safetensors or its index and shards, and
@@ -172,18 +181,19 @@ class LLM:
         NoGPUError: no CUDA GPU is visible.
     """
 
-    def __init__(self, model: Union[str, os.PathLike], *, max_batch: int = 32, max_context: int = 0,
-                 max_tokens_per_step: int = 768, max_tokens_without_decodes: int = 2048,
-                 max_chunk_tokens: int = 0, max_requests: int = 1024,
-                 dtype: str = "auto", gemm: str = "auto", engine: str = "conditional",
-                 stream_window: int = 256) -> None:
+    def __init__(self, model: Union[str, os.PathLike], *, max_batch: Optional[int] = None,
+                 max_context: Optional[int] = None, max_tokens_per_step: Optional[int] = None,
+                 max_tokens_without_decodes: Optional[int] = None, max_chunk_tokens: Optional[int] = None,
+                 max_requests: Optional[int] = None, dtype: Optional[str] = None, gemm: Optional[str] = None,
+                 engine: Optional[str] = None, stream_window: Optional[int] = None) -> None:
         native = _native()
         self.model_dir = pathlib.Path(model)
-        options = dict(checkpoint=str(self.model_dir), max_batch=max_batch, max_context=max_context,
-                       max_tokens_per_step=max_tokens_per_step,
-                       max_tokens_without_decodes=max_tokens_without_decodes, max_chunk_tokens=max_chunk_tokens,
-                       max_requests=max_requests, dtype=dtype, gemm=gemm, engine=engine,
-                       stream_window=stream_window)
+        given = dict(max_batch=max_batch, max_context=max_context, max_tokens_per_step=max_tokens_per_step,
+                     max_tokens_without_decodes=max_tokens_without_decodes, max_chunk_tokens=max_chunk_tokens,
+                     max_requests=max_requests, dtype=dtype, gemm=gemm, engine=engine,
+                     stream_window=stream_window)
+        options = dict(checkpoint=str(self.model_dir), **defaults())
+        options.update({name: value for name, value in given.items() if value is not None})
         for name, value in options.items():
             if name not in ("checkpoint", "dtype", "gemm", "engine") and (
                     isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32):
@@ -246,10 +256,11 @@ class LLM:
         stop_ids = list(sampling.stop_token_ids)
         if not sampling.ignore_eos:
             stop_ids += [t for t in self.info["eos_token_ids"] if t not in stop_ids]
-        if len(stop_ids) > MAX_STOP_TOKENS:
+        max_stops = sampling_module.MAX_STOP_TOKENS
+        if len(stop_ids) > max_stops:
             raise errors.InvalidArgumentError(
                 f"{len(stop_ids)} stop token ids with the checkpoint's end-of-sequence ids "
-                f"{self.info['eos_token_ids']}; the device checks at most {MAX_STOP_TOKENS}: pass fewer "
+                f"{self.info['eos_token_ids']}; the device checks at most {max_stops}: pass fewer "
                 "stop_token_ids, or ignore_eos=True")
         requests = [Request(self, self.encode(p, chat), sampling, stop_ids) for p in prompts]
         with self._lock:

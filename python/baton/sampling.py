@@ -11,10 +11,25 @@ import dataclasses
 import math
 from typing import Optional, Sequence, Tuple, Union
 
-# The device's limits (include/baton/decoder_model.h: kMaxStopTokens; decoder_config.h: kDecoderMaxVocab).
-MAX_STOP_TOKENS = 8
-MAX_VOCAB = 1 << 18
 _SEED_LIMIT = 1 << 64
+
+
+def _limits() -> dict:
+    """The device's limits, from the native module (include/baton/decoder_model.h: kMaxStopTokens;
+    baton/decoder_config.h: kDecoderMaxVocab), read once."""
+    if not hasattr(_limits, "value"):
+        from baton.llm import _native
+
+        _limits.value = dict(_native().limits())
+    return _limits.value
+
+
+def __getattr__(name: str):  # MAX_STOP_TOKENS and MAX_VOCAB, from the native module when first asked for
+    if name == "MAX_STOP_TOKENS":
+        return _limits()["max_stop_tokens"]
+    if name == "MAX_VOCAB":
+        return _limits()["max_vocab"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +67,8 @@ class SamplingParams:
         _check_float("top_p", self.top_p)
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"SamplingParams.top_p is {self.top_p!r}; it must lie in (0, 1] (1: off)")
-        _check_int("top_k", self.top_k, 0, MAX_VOCAB, f"0 (off) to {MAX_VOCAB}")
+        max_vocab = _limits()["max_vocab"]
+        _check_int("top_k", self.top_k, 0, max_vocab, f"0 (off) to {max_vocab}")
         if self.seed is not None:
             _check_int("seed", self.seed, 0, _SEED_LIMIT - 1, "in [0, 2**64) or None")
         object.__setattr__(self, "stop", _stop_strings(self.stop))
@@ -60,11 +76,12 @@ class SamplingParams:
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             raise TypeError(f"SamplingParams.stop_token_ids is {ids!r}; pass a list of token ids")
         for i, token in enumerate(ids):
-            _check_int(f"stop_token_ids[{i}]", token, 0, MAX_VOCAB - 1, f"a token id in [0, {MAX_VOCAB})")
+            _check_int(f"stop_token_ids[{i}]", token, 0, max_vocab - 1, f"a token id in [0, {max_vocab})")
         ids = tuple(dict.fromkeys(int(t) for t in ids))  # in order, once each
-        if len(ids) > MAX_STOP_TOKENS:
+        max_stops = _limits()["max_stop_tokens"]
+        if len(ids) > max_stops:
             raise ValueError(f"SamplingParams.stop_token_ids holds {len(ids)} distinct ids; the device checks "
-                             f"at most {MAX_STOP_TOKENS} per request (with the checkpoint's end-of-sequence "
+                             f"at most {max_stops} per request (with the checkpoint's end-of-sequence "
                              "ids): use stop strings for the rest")
         object.__setattr__(self, "stop_token_ids", ids)
         if not isinstance(self.ignore_eos, bool):

@@ -1,8 +1,10 @@
 // baton._baton: the native half of the Python package (python/baton/llm.py is
-// the public class). Binds python/src/server.h; every call that may wait for
-// the GPU releases the GIL. A Status that is not OK raises the Python
-// exception python/baton/errors.py registers for its code, carrying the
-// Status message.
+// the public class). Binds baton::Server (include/baton/server.h, the serving
+// layer every front end shares); every call that may wait for the GPU
+// releases the GIL. A Status that is not OK raises the Python exception
+// python/baton/errors.py registers for its code, carrying the Status message.
+// The package reads its option defaults and the device's limits from here
+// (defaults(), limits()) rather than restating them.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -21,11 +23,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "server.h"
+#include "baton/decoder_config.h"
+#include "baton/decoder_model.h"
+#include "baton/server.h"
 
 namespace nb = nanobind;
 
-namespace baton::python {
+namespace baton {
 namespace {
 
 // A Status on its way to Python: the translator below raises it.
@@ -61,33 +65,6 @@ void Translate(const std::exception_ptr& error, void*) {
   }
 }
 
-Engine ParseEngine(const std::string& name) {
-  for (Engine engine : {Engine::kConditional, Engine::kTailLaunch, Engine::kDynamicParallelism}) {
-    if (name == EngineName(engine)) return engine;
-  }
-  Check(absl::InvalidArgumentError(absl::StrCat(
-      "engine '", name, "' is not one of 'conditional', 'tail-launch', 'dynamic-parallelism'")));
-  return Engine::kConditional;
-}
-
-DecoderGemm ParseGemm(const std::string& name) {
-  if (name == "auto") return DecoderGemm::kAuto;
-  if (name == "gemv") return DecoderGemm::kBatonGemv;
-  if (name == "cublaslt") return DecoderGemm::kCublasLt;
-  Check(absl::InvalidArgumentError(
-      absl::StrCat("gemm '", name, "' is not one of 'auto', 'gemv', 'cublaslt'")));
-  return DecoderGemm::kAuto;
-}
-
-std::optional<DecoderDType> ParseDType(const std::string& name) {
-  if (name == "auto") return std::nullopt;
-  if (name == "bfloat16") return DecoderDType::kBFloat16;
-  if (name == "float16") return DecoderDType::kFloat16;
-  Check(absl::InvalidArgumentError(
-      absl::StrCat("dtype '", name, "' is not one of 'auto', 'bfloat16', 'float16'")));
-  return std::nullopt;
-}
-
 ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch,
                           std::uint32_t max_context, std::uint32_t max_tokens_per_step,
                           std::uint32_t max_tokens_without_decodes, std::uint32_t max_chunk_tokens,
@@ -102,10 +79,10 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
   options.model.max_tokens_without_decodes = max_tokens_without_decodes;
   options.model.max_chunk_tokens = max_chunk_tokens;
   options.model.max_requests = max_requests;
-  options.model.dtype = ParseDType(dtype);
-  options.model.gemm = ParseGemm(gemm);
+  options.model.dtype = Value(ParseDType(dtype));
+  options.model.gemm = Value(ParseGemm(gemm));
   options.model.stream_window = stream_window;
-  options.engine = ParseEngine(engine);
+  options.engine = Value(ParseEngine(engine));
   return options;
 }
 
@@ -181,7 +158,7 @@ nb::dict Info(const Server& server) {
   info["max_context"] = config.max_context;
   info["layers"] = config.layers;
   info["hidden_size"] = config.d_model;
-  info["dtype"] = config.dtype == DecoderDType::kBFloat16 ? "bfloat16" : "float16";
+  info["dtype"] = DTypeName(config.dtype);
   info["max_batch"] = model.options().max_batch;
   info["max_tokens_per_step"] = model.options().max_tokens_per_step;
   info["max_tokens_without_decodes"] = model.options().max_tokens_without_decodes;
@@ -189,6 +166,33 @@ nb::dict Info(const Server& server) {
   info["engine"] = EngineName(server.engine());
   info["weight_bytes"] = model.weight_bytes();
   return info;
+}
+
+// ServerOptions{}'s values under the names the package's options take.
+nb::dict Defaults() {
+  const ServerOptions options;
+  const DecoderModelOptions& m = options.model;
+  nb::dict out;
+  out["max_batch"] = m.max_batch;
+  out["max_context"] = m.max_context;
+  out["max_tokens_per_step"] = m.max_tokens_per_step;
+  out["max_tokens_without_decodes"] = m.max_tokens_without_decodes;
+  out["max_chunk_tokens"] = m.max_chunk_tokens;
+  out["max_requests"] = m.max_requests;
+  out["dtype"] = m.dtype ? DTypeName(*m.dtype) : "auto";
+  out["gemm"] = GemmName(m.gemm);
+  out["engine"] = EngineName(options.engine);
+  out["stream_window"] = m.stream_window;
+  return out;
+}
+
+// What a request may ask of the device.
+nb::dict Limits() {
+  nb::dict out;
+  out["max_stop_tokens"] = kMaxStopTokens;
+  out["max_vocab"] = kDecoderMaxVocab;
+  out["max_context"] = kDecoderMaxContext;
+  return out;
 }
 
 nb::dict Stats(const Server& server) {
@@ -203,14 +207,18 @@ nb::dict Stats(const Server& server) {
 }
 
 }  // namespace
-}  // namespace baton::python
+}  // namespace baton
 
 NB_MODULE(_baton, m) {
-  using namespace baton::python;
+  using namespace baton;
   m.doc() = "Baton's native runtime (use baton.LLM)";
   nb::register_exception_translator(Translate);
 
   m.def("_set_error_types", [](nb::dict types) { ErrorTypes() = std::move(types); });
+  m.def("defaults", &Defaults,
+        "The options' defaults (the C++ ServerOptions{}'s), by option name.");
+  m.def("limits", &Limits,
+        "What a request may ask of the device (stop tokens, vocabulary, context).");
   m.def(
       "device_count",
       [] {

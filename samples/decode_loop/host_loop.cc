@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(const StepProgram& pr
   loop->max_batch_ = program.max_batch;
   loop->policy_ = program.tokens;
   loop->pages_ = program.pages;
-  const std::uint32_t max_tokens = std::max(program.max_batch, program.tokens.max_rows());
+  const std::uint32_t max_tokens = StepRowsLimit(program.tokens, program.max_batch);
   if (program.max_batch == 0 || program.buckets.empty() || program.buckets.back() < max_tokens) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "HostLoop: the program needs a max_batch and a largest bucket of at least %u rows",

@@ -1,6 +1,6 @@
 // One engine behind one small interface: what it captures and certifies, how
 // it is launched from the host, what it resets after an abort, and what it
-// adds to a device failure's Status. The runtime (src/host) owns the loop's
+// adds to a device failure's Status. The runtime (src/runtime) owns the loop's
 // device state and lifecycle and talks to engines only through this.
 //
 // - tail-launch (engines/tail_launch_engine.cc): one device launch per graph

@@ -34,8 +34,7 @@ absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_ba
 }
 
 std::uint32_t StepRowsLimit(const StepProgram& program, std::uint32_t max_batch) {
-  const std::uint32_t budget = program.tokens.max_rows();
-  return budget > max_batch ? budget : max_batch;
+  return ::baton::StepRowsLimit(program.tokens, max_batch);
 }
 
 absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_batch) {

@@ -28,4 +28,13 @@ template <typename Row, std::size_t N, typename Value, typename Column, typename
   return row != nullptr ? row->*column : static_cast<Column>(otherwise);
 }
 
+// The row whose `name` member equals `name` (a parser's lookup), or nullptr.
+template <typename Row, std::size_t N, typename Name>
+[[nodiscard]] constexpr const Row* FindRowNamed(const Row (&rows)[N], const Name& name) {
+  for (const Row& row : rows) {
+    if (name == row.name) return &row;
+  }
+  return nullptr;
+}
+
 }  // namespace baton

@@ -44,8 +44,8 @@ std::vector<std::uint32_t> PowerOfTwoBuckets(std::uint32_t max_batch) {
 absl::StatusOr<std::uint32_t> ChooseBucket(absl::Span<const std::uint32_t> sizes,
                                            std::uint32_t batch) {
   const std::uint32_t* data = sizes.data();
-  const int index = choose_bucket([data](std::uint32_t i) { return data[i]; },
-                                  static_cast<std::uint32_t>(sizes.size()), batch);
+  const int index = SmallestBucket([data](std::uint32_t i) { return data[i]; },
+                                   static_cast<std::uint32_t>(sizes.size()), batch);
   if (index < 0) {
     if (batch == 0) return absl::InvalidArgumentError("ChooseBucket: batch 0 needs no step");
     return absl::NotFoundError(absl::StrCat(

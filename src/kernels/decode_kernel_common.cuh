@@ -205,6 +205,17 @@ __device__ inline std::size_t cache_row(const DecoderConfig& config, std::uint32
          config.head_dim;
 }
 
+// The paged KV cache's address, written once: the element offset of token
+// t's row of key/value head `kv_head` in pool page `page` ([pool pages]
+// [kv_heads][page_tokens][head_dim], page_tokens = 1 << page_shift).
+__device__ __forceinline__ std::size_t paged_row(std::uint32_t page, std::size_t kv_heads,
+                                                 int kv_head, unsigned page_shift, int t,
+                                                 int head_dim) {
+  return (((static_cast<std::size_t>(page) * kv_heads + kv_head) << page_shift) +
+          (static_cast<std::uint32_t>(t) & ((1u << page_shift) - 1u))) *
+         head_dim;
+}
+
 // The element offset of row `pos` (0 <= pos < max_context) of key/value head
 // `kv_head` of a slot's KV cache, dense or paged (KvCacheLayer); `mapped`
 // is false for a paged row whose page is not mapped (the offset is then
@@ -221,12 +232,51 @@ __device__ inline std::size_t kv_row(const DecoderConfig& config, const KvCacheL
           : cache.pool_pages;
   mapped = page < cache.pool_pages;
   if (!mapped) page = 0;
-  const std::uint32_t within = static_cast<std::uint32_t>(pos) & ((1u << cache.page_shift) - 1u);
-  return (((static_cast<std::size_t>(page) * config.key_value_heads() + kv_head)
-           << cache.page_shift) +
-          within) *
-         config.head_dim;
+  return paged_row(page, static_cast<std::size_t>(config.key_value_heads()), kv_head,
+                   cache.page_shift, pos, config.head_dim);
 }
+
+// The rows of one (slot, key/value head) of a layer's KV cache, dense or
+// paged, for a block that reads many of them (the split attention paths):
+// row(t) for any token t of the slot's context (its page is in the table),
+// with no bounds check; an unmapped page reads page 0, in bounds, as kv_row
+// does. Its fields are the block's own values (references to the config or
+// the cache would be reloaded inside the loops).
+struct KvRows {
+  const std::uint32_t* page_row = nullptr;  // the slot's page-table row; null: dense
+  std::size_t dense_base = 0;               // dense: token 0's row
+  std::size_t kv_heads = 0;
+  std::uint32_t pool_pages = 0;
+  unsigned page_shift = 0;
+  int kv_head = 0;
+  int head_dim = 0;
+
+  __device__ KvRows(const DecoderConfig& config, const KvCacheLayer& cache, std::uint32_t slot,
+                    int head, int dim)
+      : page_row(cache.page_table != nullptr
+                     ? cache.page_table + static_cast<std::size_t>(slot) * cache.pages_per_slot
+                     : nullptr),
+        dense_base(cache.page_table != nullptr ? 0 : cache_row(config, slot, head, 0)),
+        kv_heads(static_cast<std::size_t>(config.key_value_heads())),
+        pool_pages(cache.pool_pages),
+        page_shift(cache.page_shift),
+        kv_head(head),
+        head_dim(dim) {}
+
+  [[nodiscard]] __device__ bool paged() const { return page_row != nullptr; }
+  // The page holding token t (paged caches only).
+  [[nodiscard]] __device__ std::uint32_t page_of(int t) const {
+    return __ldg(page_row + (static_cast<std::uint32_t>(t) >> page_shift));
+  }
+  // Token t's row in `page` (its page_of, looked up earlier).
+  [[nodiscard]] __device__ std::size_t in_page(std::uint32_t page, int t) const {
+    return paged_row(page < pool_pages ? page : 0u, kv_heads, kv_head, page_shift, t, head_dim);
+  }
+  [[nodiscard]] __device__ std::size_t row(int t) const {
+    return page_row == nullptr ? dense_base + static_cast<std::size_t>(t) * head_dim
+                               : in_page(page_of(t), t);
+  }
+};
 __device__ inline std::size_t kv_row(const DecoderConfig& config, const KvCacheLayer& cache,
                                      std::uint32_t slot, int kv_head, int pos) {
   bool mapped;

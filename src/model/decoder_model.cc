@@ -38,7 +38,7 @@ constexpr std::size_t kContextReserveBytes = std::size_t{2} << 30;
 
 absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   options_ = options;
-  max_rows_ = std::max(options.max_batch, options.tokens().max_rows());
+  max_rows_ = StepRowsLimit(options.tokens(), options.max_batch);
   // The checkpoint is opened, mapped and checked against its config (and
   // the config against the kernels) before any GPU work.
   std::optional<checkpoint::Checkpoint> ckpt;

@@ -83,7 +83,7 @@ class DecoderModel::Impl {
   std::uint32_t pages_per_slot_ = 0;        // pages of one max_context sequence
   std::vector<KvCacheLayer> caches_;
   DeviceBuffer<float> hidden_;
-  DeviceBuffer<float> attention_partials_;  // kernels/attention_split.h
+  DeviceBuffer<float> attention_partials_;  // kernels/attention/attention_split.h
   DeviceBuffer<std::uint32_t> attention_arrivals_;
   DeviceBuffer<std::uint16_t> normed_, qkv_, attention_, projected_, gate_up_, ffn_act_, logits_;
   // By row.

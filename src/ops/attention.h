@@ -1,4 +1,4 @@
-// Decode attention over the KV cache (kernels/attention_body.cuh), alone or
+// Decode attention over the KV cache (kernels/attention/attention_body.cuh), alone or
 // with RoPE and the KV append fused in.
 //
 // out[r][head] = softmax(q · K^T / sqrt(head_dim)) · V over the sequence's
@@ -7,7 +7,7 @@
 // kAttentionUnitKeys keys takes one block per (row, query head), or with
 // AttentionShortRows::kGrouped (for the models the tensor-core path takes)
 // one per (row, key/value head) on tensor cores; a longer one is split along
-// the context (kernels/attention_split.h): the group's blocks read each key
+// the context (kernels/attention/attention_split.h): the group's blocks read each key
 // and value once for all its query heads, each serving contiguous units
 // whose softmax partials go through `scratch` and are combined in unit
 // order. A row's path and bits depend on its q, its context and
@@ -28,11 +28,11 @@
 // (attention_scratch_ok), a `short_rows` that is none of its values.
 #pragma once
 
-#include "kernels/attention_split.h"
+#include "kernels/attention/attention_split.h"
 #include "kernels/decode_batch.h"
 #include "ops/op.h"
 #if defined(__CUDACC__)
-#include "kernels/attention_body.cuh"
+#include "kernels/attention/attention_body.cuh"
 #endif
 
 namespace baton::ops {

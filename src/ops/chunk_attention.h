@@ -1,5 +1,5 @@
 // Causal attention for a step whose positions each hold a chunk of token
-// rows (kernels/chunk_attention.h has the batch and the contract:
+// rows (kernels/attention/chunk_attention.h has the batch and the contract:
 // FlashAttention-2 on tensor cores, grouped-query aware, every key already in
 // the cache, one block per output row's tile, deterministic). A CTA per
 // (position's query-row tile, key/value head) of chunk_attention_grid.
@@ -13,10 +13,10 @@
 
 #include <cstdint>
 
-#include "kernels/chunk_attention.h"
+#include "kernels/attention/chunk_attention.h"
 #include "ops/op.h"
 #if defined(__CUDACC__)
-#include "kernels/chunk_attention_body.cuh"
+#include "kernels/attention/chunk_attention_body.cuh"
 #endif
 
 namespace baton::ops {

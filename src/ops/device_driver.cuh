@@ -39,16 +39,16 @@ struct DeviceLaunches {
 
 namespace internal {
 
-// Launches V's instantiation whose compile-time cluster is `blocks` blocks.
+// V's instantiation whose compile-time cluster is `blocks` blocks (its
+// device-side address; null for a size V does not compile).
 template <class Op, class V, unsigned N = 1>
-__device__ void launch_cluster(unsigned blocks, const LaunchShape& s,
-                               const typename Op::Args& args) {
+__device__ void* cluster_kernel(unsigned blocks) {
   if (blocks == N) {
-    kClusterKernel<DeviceLaunch, Op, V, N>
-        <<<s.grid, s.block, s.shared_bytes, cudaStreamTailLaunch>>>(args);
+    return reinterpret_cast<void*>(kClusterKernel<DeviceLaunch, Op, V, N>);
   } else if constexpr (N < static_cast<unsigned>(V::kMaxCluster)) {
-    launch_cluster<Op, V, N + 1>(blocks, s, args);
+    return cluster_kernel<Op, V, N + 1>(blocks);
   }
+  return nullptr;
 }
 
 // Opts in (host) V's instantiation of `blocks` blocks to `bytes`.
@@ -62,7 +62,7 @@ cudaError_t allow_cluster(unsigned blocks, unsigned bytes) {
 }
 
 // `node` bound to `frame`, its variant and shape chosen, and f(Op, V, args,
-// shape) called (device or host).
+// shape) called (the host's preparation).
 BATON_CALLS_EITHER_SIDE
 template <class Table, class F>
 BATON_HOST_DEVICE cudaError_t with_device_variant(const OpNode& node, const OpFrame& frame, F&& f) {
@@ -84,6 +84,49 @@ BATON_HOST_DEVICE cudaError_t with_device_variant(const OpNode& node, const OpFr
       cudaErrorInvalidValue);
 }
 
+// One node of op `Op` bound and launched from the device; cudaSuccess with
+// nothing launched for an empty grid. Out of line, one function per op: each
+// op's arguments and variant choice get their own registers and stack, so
+// the walk that calls them (one warp between every two steps) spills none
+// (inlined, the table's twelve ops took the scheduler to 240 registers and a
+// kilobyte of spills). The variant choice only picks a kernel; the one
+// launch site below (the device runtime's parameter buffer, the arguments
+// copied in, the launch) serves every variant: a <<<>>> per variant compiled
+// a copy of the launch sequence for each (some hundred for the GEMV), and the
+// walk is one thread whose every instruction fetch after a step's kernels is
+// a miss, so its time per launch grows with the code it runs through.
+template <class Op>
+__device__ __noinline__ cudaError_t launch_node(const OpNode& node, const OpFrame& frame,
+                                                bool& launched) {
+  using Args = typename Op::Args;
+  Args args = node.template args<Op>();
+  Op::bind(args, frame, node);
+  void* kernel = nullptr;
+  LaunchShape shape;
+  const cudaError_t chosen = Op::template select<DeviceLaunch>(
+      args, [&](auto variant, const LaunchShape& s) -> cudaError_t {
+        using V = decltype(variant);
+        shape = s;
+        if (s.empty()) return cudaSuccess;
+        if constexpr (V::kClusterAxis < 0) {
+          kernel = reinterpret_cast<void*>(op_kernel<DeviceLaunch, Op, V>);
+        } else {
+          kernel = cluster_kernel<Op, V>(cluster_blocks(s));
+        }
+        return kernel == nullptr ? cudaErrorInvalidConfiguration : cudaSuccess;
+      });
+  if (chosen != cudaSuccess || shape.empty()) return chosen;
+  void* buffer = cudaGetParameterBufferV2(kernel, shape.grid, shape.block, shape.shared_bytes);
+  if (buffer == nullptr) {  // (the pending-launch pool is full)
+    const cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaErrorLaunchPendingCountExceeded;
+  }
+  *static_cast<Args*>(buffer) = args;  // the kernel's one parameter, at its own alignment
+  const cudaError_t e = cudaLaunchDeviceV2(buffer, cudaStreamTailLaunch);
+  launched = e == cudaSuccess;
+  return e;
+}
+
 }  // namespace internal
 
 // Launches nodes [0, count) in order, bound to `frame` (serial), from the
@@ -97,22 +140,19 @@ __device__ DeviceLaunches launch_from_device(const OpNode* nodes, std::uint32_t 
   for (std::uint32_t i = 0; i < count; ++i) {
     const OpNode& node = nodes[i];
     if ((node.sequences ? frame.sequences : frame.rows) == 0) continue;
-    out.error = internal::with_device_variant<Table>(
-        node, frame,
-        [&](auto tag, auto variant, const auto& args, const LaunchShape& shape) -> cudaError_t {
+    bool launched = false;
+    out.error = visit<cudaError_t>(
+        Table{}, node.kind,
+        [&](auto tag) -> cudaError_t {
           using Op = typename decltype(tag)::type;
-          using V = decltype(variant);
-          if (shape.empty()) return cudaSuccess;
-          if constexpr (V::kClusterAxis < 0) {
-            op_kernel<DeviceLaunch, Op, V>
-                <<<shape.grid, shape.block, shape.shared_bytes, cudaStreamTailLaunch>>>(args);
+          if constexpr (!Op::kDeviceLaunch || Op::kHostOnly) {
+            return cudaErrorNotSupported;
           } else {
-            internal::launch_cluster<Op, V>(cluster_blocks(shape), shape, args);
+            return internal::launch_node<Op>(node, frame, launched);
           }
-          const cudaError_t e = cudaGetLastError();
-          if (e == cudaSuccess) ++out.launches;
-          return e;
-        });
+        },
+        cudaErrorInvalidValue);
+    if (launched) ++out.launches;
     if (out.error != cudaSuccess) break;
   }
   return out;

@@ -135,7 +135,7 @@ class PlanBuilder {
   }
   // RoPE, the KV append and attention of one layer; returns its output (the
   // next projection's input). `short_rows`: how the decode attention attends
-  // rows of one unit (kernels/attention_split.h).
+  // rows of one unit (kernels/attention/attention_split.h).
   const void* Attend(AttentionPlan attention, const KvCacheLayer& cache,
                      AttentionShortRows short_rows) {
     if (attention == AttentionPlan::kFusedRows) {

@@ -12,7 +12,7 @@
 
 #include "baton/decoder_config.h"
 #include "frame/step_view.h"
-#include "kernels/attention_split.h"
+#include "kernels/attention/attention_split.h"
 #include "kernels/decode_batch.h"
 #include "ops/op.h"
 #include "plan/model_tensors.h"

@@ -111,3 +111,22 @@ def test_summary_percentiles_from_known_timings():
     assert row["tpot_p50_ms"] == pytest.approx(1.0)
     assert row["output_tokens_per_s"] == pytest.approx(1000 / 1.009)
     assert set(row) == set(bench.ROW_KEYS)
+
+
+def test_defaults_and_limits_are_the_native_modules(native):
+    # The package restates no default or limit: LLM's options, SamplingParams' checks and MAX_STOP_TOKENS are
+    # the C++ library's (ServerOptions{}, kMaxStopTokens, kDecoderMaxVocab).
+    import inspect
+
+    from baton import sampling
+
+    options = [p for p in inspect.signature(baton.LLM.__init__).parameters if p not in ("self", "model")]
+    defaults = llm_module.defaults()
+    assert sorted(options) == sorted(defaults), (options, defaults)
+    assert all(inspect.signature(baton.LLM.__init__).parameters[p].default is None for p in options)
+    limits = native.limits()
+    assert baton.MAX_STOP_TOKENS == limits["max_stop_tokens"] == sampling.MAX_STOP_TOKENS
+    with pytest.raises(ValueError) as caught:
+        baton.SamplingParams(top_k=limits["max_vocab"] + 1)
+    assert str(limits["max_vocab"]) in str(caught.value)
+    baton.SamplingParams(top_k=limits["max_vocab"], stop_token_ids=list(range(limits["max_stop_tokens"])))

@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "baton/runtime.h"
 #include "support/gpu_test.h"
+#include "support/poll.h"
 
 namespace baton::testing {
 
@@ -96,12 +97,10 @@ class CompletionLedger {
   // Polls until `count` distinct items completed, or fails after `limit`.
   void PollUntil(Runtime& runtime, size_t count,
                  std::chrono::seconds limit = std::chrono::seconds(30)) {
-    std::vector<Completion> out(97);
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (completions_.size() < count && std::chrono::steady_clock::now() < deadline) {
-      BATON_ASSERT_OK_AND_ASSIGN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
-      AccountAll(absl::MakeConstSpan(out.data(), n));
-    }
+    const absl::Status failure = testing::PollUntil(
+        runtime, [&] { return completions_.size() >= count; },
+        [this](const Completion& c) { Account(c); }, {limit, 97});
+    BATON_ASSERT_OK(failure);
     ASSERT_EQ(completions_.size(), count) << "completions missing after " << limit.count() << " s";
   }
 

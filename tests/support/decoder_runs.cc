@@ -9,6 +9,7 @@
 #include "baton/runtime.h"
 #include "baton/trace_event.h"
 #include "support/decode_reference.h"
+#include "support/poll.h"
 #include "support/test_seed.h"
 
 namespace baton::testing {
@@ -86,6 +87,18 @@ std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config, std::size
   return requests;
 }
 
+std::vector<DecodeRequest> RandomKeyedRequests(const DecoderConfig& config, std::size_t count,
+                                               int min_prompt, int max_prompt, int min_new,
+                                               int max_new) {
+  std::vector<DecodeRequest> requests(count);
+  for (DecodeRequest& r : requests) {
+    r.prompt = RandomPrompt(config, Uniform(min_prompt, max_prompt));
+    r.max_new_tokens = Uniform(min_new, max_new);
+    r.sequence_id = Rng()();
+  }
+  return requests;
+}
+
 RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
                       const RunOptions& run) {
   RunResult result;
@@ -101,7 +114,7 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
       (*runtime)->RegisterStepProgram(model.MakeStepProgram(run.buckets));
   EXPECT_TRUE(registered.ok()) << registered;
   EXPECT_TRUE(model.WriteRequests(0, requests).ok());
-  std::size_t submitted = 0, completed = 0;
+  std::size_t submitted = 0;
   if (run.submit_before_start && registered.ok()) {
     std::vector<WorkItem> items;
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -115,25 +128,22 @@ RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& req
   EXPECT_TRUE(started.ok()) << started;
   if (!registered.ok() || !started.ok()) return result;
   const char* label = EngineName(run.engine);
-  std::vector<Completion> out(64);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (completed < requests.size() && std::chrono::steady_clock::now() < deadline) {
-    if (submitted < requests.size()) {
-      std::vector<WorkItem> items;
-      for (std::size_t i = submitted; i < std::min(requests.size(), submitted + run.chunk); ++i) {
-        items.push_back(model.WorkItemFor(static_cast<std::uint32_t>(i)));
-      }
-      const absl::Status s = (*runtime)->Submit(items);
-      EXPECT_TRUE(s.ok()) << s;
-      submitted += items.size();
+  // Submits the next chunk while the loop runs.
+  const auto submit_chunk = [&] {
+    if (submitted >= requests.size()) return;
+    std::vector<WorkItem> items;
+    for (std::size_t i = submitted; i < std::min(requests.size(), submitted + run.chunk); ++i) {
+      items.push_back(model.WorkItemFor(static_cast<std::uint32_t>(i)));
     }
-    auto n = (*runtime)->Poll(absl::MakeSpan(out));
-    EXPECT_TRUE(n.ok()) << label << ": " << n.status();
-    if (!n.ok()) break;
-    for (std::size_t i = 0; i < *n; ++i) Account(out[i], requests.size(), result.outcomes);
-    completed += *n;
-  }
-  EXPECT_EQ(completed, requests.size()) << label << ": completions missing";
+    const absl::Status s = (*runtime)->Submit(items);
+    EXPECT_TRUE(s.ok()) << s;
+    submitted += items.size();
+  };
+  const Polled polled =
+      PollCompletions(**runtime, requests.size(), {std::chrono::seconds(60), 64, submit_chunk},
+                      [&](const Completion& c) { Account(c, requests.size(), result.outcomes); });
+  EXPECT_TRUE(polled.failure.ok()) << label << ": " << polled.failure;
+  EXPECT_EQ(polled.completions, requests.size()) << label << ": completions missing";
   result.stats = (*runtime)->stats();
   auto report = (*runtime)->Stop();
   EXPECT_TRUE(report.ok()) << report.status();

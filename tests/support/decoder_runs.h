@@ -36,6 +36,14 @@ namespace baton::testing {
 [[nodiscard]] std::vector<DecodeRequest> RandomRequests(const DecoderConfig& config,
                                                         std::size_t count);
 
+// `count` requests: prompts of min_prompt..max_prompt tokens, limits of
+// min_new..max_new new tokens, no stop token, and a random sequence_id (the
+// key of their sampling); each request's draws in that order.
+[[nodiscard]] std::vector<DecodeRequest> RandomKeyedRequests(const DecoderConfig& config,
+                                                             std::size_t count, int min_prompt,
+                                                             int max_prompt, int min_new,
+                                                             int max_new);
+
 struct Outcome {
   std::uint32_t value = 0;
   std::uint32_t steps = 0;

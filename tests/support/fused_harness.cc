@@ -269,7 +269,7 @@ DecoderConfig FusedShape::Config(DecoderDType dtype) const {
   return config;
 }
 
-// As decode_attention_gpu_test: slots beyond the batch's, so that slot and
+// As tests/ops/decode_attention_gpu_test.cc: slots beyond the batch's, so that slot and
 // position differ.
 std::uint32_t FusedShape::MaxSlots() const { return positions.empty() ? 16 : capacity + 3; }
 

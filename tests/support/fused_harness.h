@@ -1,6 +1,6 @@
 // A table-driven check that a fused decode kernel equals the sequence of
-// separate kernels it replaces (decode_fused_kernels_gpu_test.cc holds the
-// table). A case names its buffers, the fused launcher, the separate
+// separate kernels it replaces (tests/ops/decode_fused_kernels_gpu_test.cc
+// holds the table). A case names its buffers, the fused launcher, the separate
 // launchers, which outputs must be bit-identical and which within
 // ExpectClose's bounds (where the kernel's contract says the fusion is not
 // bit-identical), an optional check against the CPU reference, and whether
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "baton/decoder_config.h"
-#include "kernels/attention_split.h"
+#include "kernels/attention/attention_split.h"
 #include "kernels/decode_batch.h"
 
 namespace baton::kernel_test {

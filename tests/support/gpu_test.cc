@@ -25,4 +25,10 @@ void GpuTest::TearDown() {
   EXPECT_EQ(last, cudaSuccess) << "test left a pending CUDA error: " << cudaGetErrorName(last);
 }
 
+void GpuStreamTest::SetUp() {
+  GpuTest::SetUp();
+  if (IsSkipped()) return;
+  BATON_ASSERT_OK_AND_ASSIGN(stream_, CreateStream());
+}
+
 }  // namespace baton::testing

@@ -3,6 +3,8 @@
 // GpuTest skips (reported as SKIPPED, never passed) when no usable GPU is
 // present, and after each test checks that the device is still healthy: a test
 // that leaves a sticky error behind fails instead of poisoning the next one.
+// GpuStreamTest also owns a stream for the test to launch on; SeededGpuTest a
+// random engine seeded from the test seed.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,7 +12,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "baton/cuda_resources.h"
 #include "baton/status.h"
+#include "support/test_seed.h"
 
 namespace baton::testing {
 
@@ -22,6 +26,35 @@ class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override;
   void TearDown() override;
+};
+
+// A GpuTest with its own stream (CreateStream's, made once the device check
+// passed). A fixture that derives from it returns from its own SetUp when
+// this one skipped or failed: `if (IsSkipped() || HasFatalFailure()) return;`.
+class GpuStreamTest : public GpuTest {
+ protected:
+  void SetUp() override;
+
+  Stream stream_;
+};
+
+// A GpuTest that draws its random inputs from rng_ (a standard engine such
+// as std::mt19937), seeded with TestSeed() once the device check passed;
+// every failure names the seed (support/test_seed.h).
+template <class RandomEngine>
+class SeededGpuTest : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    // (A 32-bit engine takes the seed modulo 2^32.)
+    rng_.seed(static_cast<typename RandomEngine::result_type>(TestSeed()));
+  }
+
+  RandomEngine rng_;
+
+ private:
+  ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, TestSeedNote()};
 };
 
 }  // namespace baton::testing

@@ -109,11 +109,7 @@ void DecodeKernelTest::SetUp() {
   // test replays alone (--gtest_filter) with the seed it printed.
   Rng().seed(testing::TestSeed());
   RecordProperty("seed", std::to_string(testing::TestSeed()));
-  testing::GpuTest::SetUp();
-  if (IsSkipped()) return;
-  auto stream = CreateStream();
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  stream_ = std::move(stream).value();
+  testing::GpuStreamTest::SetUp();
 }
 
 }  // namespace baton::kernel_test

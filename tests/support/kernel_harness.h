@@ -1,6 +1,7 @@
-// What the decode-kernel GPU tests share (decode_*_gpu_test.cc): the dtypes,
-// the tolerances, device buffers that start from host data or from poison,
-// the batch on the device, the seeded RNG and the fixture.
+// What the op tests share (tests/ops/decode_*_gpu_test.cc): the dtypes, the
+// tolerances, device buffers that start from host data or from poison
+// (support/device_buffers.h), the batch on the device, the seeded RNG and
+// the fixture.
 //
 // Outputs are poisoned (all bits set: NaN in every float type, -1 for
 // tokens) before each run, so an element a kernel failed to write fails the
@@ -52,8 +53,9 @@
 #include "absl/types/span.h"
 #include "baton/cuda_resources.h"
 #include "baton/decoder_config.h"
-#include "kernels/attention_split.h"
+#include "kernels/attention/attention_split.h"
 #include "kernels/decode_batch.h"
+#include "support/device_buffers.h"
 #include "support/gpu_test.h"
 #include "support/test_seed.h"
 
@@ -100,28 +102,10 @@ void ExpectClose(const std::string& what, DecoderDType dtype, const std::vector<
 [[nodiscard]] double ToDouble(std::uint16_t bits, DecoderDType dtype);
 [[nodiscard]] float RoundToStorage(double value, DecoderDType dtype);
 
-template <class T>
-std::vector<T> Download(const DeviceBuffer<T>& buffer) {
-  std::vector<T> host(buffer.size());
-  EXPECT_TRUE(buffer.CopyTo(absl::MakeSpan(host)).ok());
-  return host;
-}
-
-template <class T>
-DeviceBuffer<T> Upload(const std::vector<T>& host) {
-  auto buffer = DeviceBuffer<T>::Create(host.size());
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_TRUE(buffer->CopyFrom(absl::MakeConstSpan(host)).ok());
-  return std::move(buffer).value();
-}
-
-template <class T>
-DeviceBuffer<T> Poisoned(std::size_t n) {
-  auto buffer = DeviceBuffer<T>::Create(n);
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_TRUE(buffer->Fill(0xFF).ok());
-  return std::move(buffer).value();
-}
+// support/device_buffers.h, under the names every op test uses.
+using testing::Download;
+using testing::Poisoned;
+using testing::Upload;
 
 // The split decode attention's scratch for `rows` rows (none when
 // max_context fits one unit): partials poisoned (NaN), so a read of one
@@ -181,7 +165,7 @@ void ExpectUntouched(const std::vector<T>& out, std::size_t width, std::uint32_t
 
 // The fixture of every decode-kernel test: skips without a GPU, seeds the
 // RNG with testing::TestSeed() (named in every failure), and owns a stream.
-class DecodeKernelTest : public testing::GpuTest {
+class DecodeKernelTest : public testing::GpuStreamTest {
  protected:
   DecodeKernelTest();
   void SetUp() override;
@@ -206,8 +190,6 @@ class DecodeKernelTest : public testing::GpuTest {
           << "position " << p << " differs between the full batch and a bucket of 1";
     }
   }
-
-  Stream stream_;
 
  private:
   ::testing::ScopedTrace seed_trace_;

@@ -1,0 +1,118 @@
+// Decode attention: the attention kernel's body (ops/attention.h), which
+// every launch path runs with its tile and shared memory (AttentionShared)
+// from its caller. Internal; Abseil-free.
+//
+// A model whose max_context does not split (attention_splits,
+// kernels/attention/attention_split.h), in a launch that does not group short rows
+// (AttentionShortRows), runs the single-pass kernel (Split = false): grid
+// (rows, query heads), every row on the short path with its scores in
+// dynamic shared memory (max_context floats). Otherwise grid (rows, query
+// heads, z) with z = attention_blocks_per_head(config, rows), and each row
+// takes one of two paths by its context, the model and the launch's
+// AttentionShortRows alone, so its bits never depend on the batch or grid:
+// - a context of one unit (at most kAttentionUnitKeys keys, every decode
+//   step of a short conversation) in a launch of kPerQueryHead (or a model
+//   the tensor-core path does not take): block (row, head, 0) attends for
+//   its query head (attention_short_body.cuh); the other z leave at once;
+// - a longer context, or one unit grouped: the group's query-head blocks of
+//   the row, group x z of them, are the splits of its key/value head, each
+//   reading its units' keys and values once for all the group's heads
+//   (attention_split_mma_body.cuh on tensor cores for the models
+//   attention_split_mma accepts, else attention_split_body.cuh); a single
+//   unit is split 0's alone, written without scratch.
+#pragma once
+
+#include <type_traits>
+
+#include "kernels/attention/attention_row.cuh"
+#include "kernels/attention/attention_short_body.cuh"
+#include "kernels/attention/attention_split_body.cuh"
+#include "kernels/attention/attention_split_mma_body.cuh"
+#include "kernels/tile.h"
+
+namespace baton::detail::decode {
+
+template <class T, int V, int H, bool Split>
+union AttentionShared {
+  AttentionShortShared<T> short_path;
+  AttentionSplitShared<T, V, H> split_path;
+  AttentionMmaShared<T> mma_path;
+};
+template <class T, int V, int H>
+union AttentionShared<T, V, H, false> {
+  AttentionShortShared<T> short_path;
+};
+
+// out[r][h] = softmax(q_h · Kᵀ / sqrt(head_dim)) · V over the row's context
+// [0, pos] (contract: ops/attention.h). With Rope the kernel
+// rotates q (in place) and this token's k, appends k and v once, and takes
+// the keys and values of the row's chunk before it (batch.fresh) from their
+// qkv rows.
+// Grid (rows, query heads[, z]) = tile. `sh` and `scores` are the caller's
+// shared memory; `scores`, 128-byte aligned: max_context floats for Split =
+// false, the tensor-core path's ring and states (attention_mma_layout)
+// otherwise.
+template <class T, int V, int H, bool Rope, bool Split>
+__device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
+                                               KvCacheLayer cache, DecodeBatch batch,
+                                               AttentionScratch scratch,
+                                               AttentionShortRows short_rows, Tile tile,
+                                               AttentionShared<T, V, H, Split>& sh, float* scores,
+                                               T* out) {
+  const std::uint32_t p = tile.x;
+  const int head = static_cast<int>(tile.y), z = static_cast<int>(tile.z);
+  // Short rows grouped on tensor cores too (the short path then serves only
+  // rows out of range).
+  bool grouped = false;
+  if constexpr (Split && V == kVector) grouped = attention_groups_short_rows(config, short_rows);
+  // A settled batch is looked up before the wait (the paths issue their
+  // first loads before it too); otherwise after.
+  if (!batch.settled) enter_step_node(batch);
+  // With the position, the short path's first history rows: every row of
+  // the cache below max_context is in bounds (a row at or past the
+  // position is never used), so they need only the slot. (A long row's
+  // block 0 loads them for nothing: cheap beside its units.)
+  ShortHistory<T, V> early;
+  const AttentionRow row = look_up_attention_row<Rope>(batch, config, p, [&](std::uint32_t slot) {
+    if (z == 0 && !grouped) {
+      early.load(config, cache, slot, head / config.group_size(), 0, config.max_context);
+    }
+  });
+  // A block with nothing to do leaves, before the wait when it can: block
+  // (row, 0, 0) always stays, so the kernel still finishes after its
+  // predecessor.
+  if (!Split || !row.in_range || (!grouped && row.pos < kAttentionUnitKeys)) {
+    if (z > 0) return;
+    attention_short_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, row, head, early,
+                                     sh.short_path, Split ? sh.short_path.scores : scores, out);
+    return;
+  }
+  if constexpr (Split) {
+    const int group = config.group_size();
+    const int split = (head % group) * static_cast<int>(tile.nz) + z;
+    if (split >= attention_split(row.pos + 1).units) return;
+    const int blocks = group * static_cast<int>(tile.nz);
+    if constexpr (V == kVector) {
+      if (attention_split_mma(config)) {
+        const auto body = [&](auto hd) {
+          attention_split_mma_body<T, Rope, decltype(hd)::value>(
+              config, inv_freq, qkv, cache, batch, row, head / group, split, blocks, scratch,
+              sh.mma_path, reinterpret_cast<char*>(scores), out);
+        };
+        // The common head dims at compile time, any other from the config.
+        if (config.head_dim == 64) {
+          body(std::integral_constant<int, 64>{});
+        } else if (config.head_dim == 128) {
+          body(std::integral_constant<int, 128>{});
+        } else {
+          body(std::integral_constant<int, 0>{});
+        }
+        return;
+      }
+    }
+    attention_split_body<T, V, H, Rope>(config, inv_freq, qkv, cache, batch, row, head / group,
+                                        split, blocks, scratch, sh.split_path, out);
+  }
+}
+
+}  // namespace baton::detail::decode

@@ -1,0 +1,220 @@
+#include "baton/server.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "baton/status.h"
+#include "foundation/enum_table.h"
+
+namespace baton {
+namespace {
+
+// How long Poll sleeps between empty passes: a step of a 1B model lasts about
+// a millisecond, so a token waits at most a tenth of a step more, for a few
+// percent of one host core.
+constexpr absl::Duration kPollInterval = absl::Microseconds(100);
+
+}  // namespace
+
+absl::StatusOr<Engine> ParseEngine(absl::string_view name) {
+  for (Engine engine : {Engine::kConditional, Engine::kTailLaunch, Engine::kDynamicParallelism}) {
+    if (name == EngineName(engine)) return engine;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "engine '", name, "' is not one of 'conditional', 'tail-launch', 'dynamic-parallelism'"));
+}
+
+namespace {
+// The text of each DecoderGemm and DecoderDType, for both directions.
+template <class E>
+struct Spelling {
+  E value;
+  const char* name;
+};
+constexpr Spelling<DecoderGemm> kGemms[] = {{DecoderGemm::kAuto, "auto"},
+                                            {DecoderGemm::kBatonGemv, "gemv"},
+                                            {DecoderGemm::kCublasLt, "cublaslt"}};
+constexpr Spelling<DecoderDType> kDTypes[] = {{DecoderDType::kBFloat16, "bfloat16"},
+                                              {DecoderDType::kFloat16, "float16"}};
+}  // namespace
+
+absl::StatusOr<DecoderGemm> ParseGemm(absl::string_view name) {
+  if (const auto* row = FindRowNamed(kGemms, name)) return row->value;
+  return absl::InvalidArgumentError(
+      absl::StrCat("gemm '", name, "' is not one of 'auto', 'gemv', 'cublaslt'"));
+}
+
+const char* GemmName(DecoderGemm gemm) {
+  return ColumnOf(kGemms, gemm, &Spelling<DecoderGemm>::name, "unknown");
+}
+
+absl::StatusOr<std::optional<DecoderDType>> ParseDType(absl::string_view name) {
+  if (name == "auto") return std::optional<DecoderDType>();
+  if (const auto* row = FindRowNamed(kDTypes, name)) return std::optional<DecoderDType>(row->value);
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype '", name, "' is not one of 'auto', 'bfloat16', 'float16'"));
+}
+
+const char* DTypeName(DecoderDType dtype) {
+  return ColumnOf(kDTypes, dtype, &Spelling<DecoderDType>::name, "unknown");
+}
+
+absl::Status ValidateServerOptions(const ServerOptions& options) {
+  BATON_RETURN_IF_ERROR(ValidateDecoderModelOptions(options.model));
+  BATON_RETURN_IF_ERROR(ValidateRuntimeOptions(options.runtime));
+  if (options.runtime.max_batch != 0) {
+    return absl::InvalidArgumentError(
+        "RuntimeOptions.max_batch: the model's step program carries max_batch; leave it 0");
+  }
+  if (options.model.max_requests > options.runtime.queue_capacity) {
+    // Every entry's item must fit the queue at once, so Submit never refuses
+    // a request it has an entry for.
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_requests %u exceeds the work queue's capacity %u: lower max_requests",
+                        options.model.max_requests, options.runtime.queue_capacity));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
+  BATON_RETURN_IF_ERROR(ValidateServerOptions(options));
+  BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options.model));
+  BATON_ASSIGN_OR_RETURN(auto runtime, Runtime::Create(options.runtime));
+  BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram()));
+  BATON_RETURN_IF_ERROR(runtime->Start(options.engine));
+  return std::unique_ptr<Server>(new Server(options, std::move(model), std::move(runtime)));
+}
+
+Server::Server(const ServerOptions& options, std::unique_ptr<DecoderModel> model,
+               std::unique_ptr<Runtime> runtime)
+    : options_(options),
+      model_(std::move(model)),
+      runtime_(std::move(runtime)),
+      entries_(options.model.max_requests),
+      completions_(std::min<std::size_t>(options.model.max_requests, 4096)) {
+  free_.reserve(entries_.size());
+  for (std::uint32_t e = static_cast<std::uint32_t>(entries_.size()); e-- > 0;) free_.push_back(e);
+}
+
+Server::~Server() { (void)Close(); }
+
+absl::StatusOr<std::vector<std::uint64_t>> Server::Submit(
+    absl::Span<const DecodeRequest> requests) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return absl::FailedPreconditionError("Server::Submit: the server was closed");
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const absl::Status valid = model_->ValidateRequest(requests[i]);
+    if (!valid.ok()) {
+      return absl::Status(valid.code(), absl::StrFormat("request %u of %u: %s", i, requests.size(),
+                                                        valid.message()));
+    }
+  }
+  if (requests.size() > free_.size()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%u requests submitted, %u of the %u request entries free (the rest hold unfinished "
+        "requests): wait for some to finish, or raise max_requests",
+        requests.size(), free_.size(), options_.model.max_requests));
+  }
+  std::vector<WorkItem> items;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::uint32_t entry = free_[free_.size() - 1 - i];
+    BATON_RETURN_IF_ERROR(model_->WriteRequests(entry, {&requests[i], 1}));
+    items.push_back(model_->WorkItemFor(entry));
+  }
+  // Every free entry's item fits the queue (ValidateServerOptions), so this
+  // refuses only after a device failure, and then takes nothing.
+  BATON_RETURN_IF_ERROR(runtime_->Submit(items));
+  std::vector<std::uint64_t> ids;
+  for (const WorkItem& item : items) {
+    free_.pop_back();
+    entries_[item.id] = Entry{true, next_id_, 0};
+    active_.push_back(item.id);
+    ids.push_back(next_id_++);
+  }
+  return ids;
+}
+
+absl::Status Server::PollOnce(std::vector<ServerEvent>& events) {
+  for (const std::uint32_t entry : active_) {
+    Entry& state = entries_[entry];
+    scratch_.clear();
+    BATON_ASSIGN_OR_RETURN(const std::uint32_t next,
+                           model_->ReadStream(entry, state.seen, scratch_));
+    if (next > state.seen) {
+      events.push_back(ServerEvent{state.id, scratch_, false});
+      state.seen = next;
+    }
+  }
+  BATON_ASSIGN_OR_RETURN(const std::size_t n, runtime_->Poll(absl::MakeSpan(completions_)));
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint32_t entry = completions_[k].id;
+    const std::uint32_t count = completions_[k].value;
+    if (entry >= entries_.size() || !entries_[entry].busy || count == kRefusedRequest) {
+      return absl::InternalError(absl::StrFormat(
+          "Server::Poll: the device completed entry %u (value %u), which this server did not "
+          "submit or the model refused",
+          entry, count));
+    }
+    Entry& state = entries_[entry];
+    ServerEvent done{state.id, {}, true};
+    if (count > state.seen) {
+      // The table holds the final tokens; the stream may not have shown the
+      // last ones yet.
+      BATON_ASSIGN_OR_RETURN(auto tokens, model_->ReadGenerated(entry, count));
+      done.tokens.assign(tokens.begin() + state.seen, tokens.end());
+    }
+    events.push_back(std::move(done));
+    state = Entry{};
+    active_.erase(std::find(active_.begin(), active_.end(), entry));
+    free_.push_back(entry);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ServerEvent>> Server::Poll(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<ServerEvent> events;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closed_) return absl::FailedPreconditionError("Server::Poll: the server was closed");
+      BATON_RETURN_IF_ERROR(PollOnce(events));
+      if (!events.empty() || active_.empty()) return events;
+    }
+    if (absl::Now() >= deadline) return events;
+    std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPollInterval));
+  }
+}
+
+absl::Status Server::Cancel(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return absl::FailedPreconditionError("Server::Cancel: the server was closed");
+  for (const std::uint32_t entry : active_) {
+    if (entries_[entry].id == id) return model_->Cancel(entry);
+  }
+  return absl::OkStatus();
+}
+
+std::size_t Server::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return active_.size();
+}
+
+RuntimeStats Server::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return runtime_->stats();
+}
+
+absl::Status Server::Close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  // Requests still running are given up: Abort ends the loop at the next step
+  // boundary rather than generating tokens nobody will read.
+  return (active_.empty() ? runtime_->Stop() : runtime_->Abort()).status();
+}
+
+}  // namespace baton
