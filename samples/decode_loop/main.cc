@@ -37,6 +37,7 @@
 #include "baton/decoder_model.h"
 #include "baton/device.h"
 #include "baton/runtime.h"
+#include "baton/server.h"
 #include "baton/status.h"
 #include "baton/trace.h"
 #include "common/bandwidth.h"
@@ -192,13 +193,6 @@ struct EngineChoice {
   std::uint32_t conditional_steps_per_iteration = RuntimeOptions{}.conditional_steps_per_iteration;
 };
 
-// --gemm (validated in Run).
-DecoderGemm GemmOf(const std::string& flag) {
-  if (flag == "gemv") return DecoderGemm::kBatonGemv;
-  if (flag == "auto") return DecoderGemm::kAuto;
-  return DecoderGemm::kCublasLt;
-}
-
 absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
                                                        const std::string& gemm) {
   std::vector<EngineChoice> out;
@@ -262,7 +256,7 @@ absl::StatusOr<DecoderModelOptions> ModelOptionsFor(const Scenario& scenario,
       std::max(absl::GetFlag(FLAGS_max_tokens_per_step), static_cast<int>(scenario.batch)));
   options.max_chunk_tokens = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_max_chunk_tokens));
   options.max_requests = max_requests;
-  options.gemm = GemmOf(absl::GetFlag(FLAGS_gemm));
+  BATON_ASSIGN_OR_RETURN(options.gemm, ParseGemm(absl::GetFlag(FLAGS_gemm)));
   options.auto_gemv_max_bucket = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_gemv_max_bucket));
   options.auto_wide_gemv_max_bucket =
       static_cast<std::uint32_t>(absl::GetFlag(FLAGS_wide_gemv_max_bucket));
@@ -499,9 +493,7 @@ absl::Status Run(Report& report) {
     }
   }
   const std::string gemm = absl::GetFlag(FLAGS_gemm), dtype = absl::GetFlag(FLAGS_dtype);
-  if (gemm != "cublaslt" && gemm != "gemv" && gemm != "auto") {
-    return absl::InvalidArgumentError("--gemm must be cublaslt, gemv or auto");
-  }
+  BATON_RETURN_IF_ERROR(ParseGemm(gemm).status());
   if (!dtype.empty() && dtype != "fp16" && dtype != "bf16") {
     return absl::InvalidArgumentError("--dtype must be fp16 or bf16");
   }

@@ -33,6 +33,7 @@
 #include "baton/decoder_model.h"
 #include "baton/device.h"
 #include "baton/runtime.h"
+#include "baton/server.h"
 #include "baton/status.h"
 #include "common/init.h"
 #include "common/report.h"
@@ -200,10 +201,7 @@ absl::StatusOr<DecoderModelOptions> ModelOptions(const Budget& budget, std::uint
   options.max_tokens_per_step = std::max(budget.per_step, max_batch);
   if (budget.without_decodes) options.max_tokens_without_decodes = *budget.without_decodes;
   options.max_requests = max_batch;
-  const std::string gemm = absl::GetFlag(FLAGS_gemm);
-  options.gemm = gemm == "gemv"       ? DecoderGemm::kBatonGemv
-                 : gemm == "cublaslt" ? DecoderGemm::kCublasLt
-                                      : DecoderGemm::kAuto;
+  BATON_ASSIGN_OR_RETURN(options.gemm, ParseGemm(absl::GetFlag(FLAGS_gemm)));
   return options;
 }
 

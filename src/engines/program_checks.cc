@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "baton/batch_policy.h"
 
 namespace baton::detail {
 
@@ -31,10 +32,6 @@ absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_ba
                      step.max_batch, " but RuntimeOptions.max_batch is ", max_batch, ": ", fix));
   }
   return absl::OkStatus();
-}
-
-std::uint32_t StepRowsLimit(const StepProgram& program, std::uint32_t max_batch) {
-  return ::baton::StepRowsLimit(program.tokens, max_batch);
 }
 
 absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_batch) {
@@ -123,7 +120,7 @@ absl::Status CheckProgramFitsEngine(const StepProgram& program, std::uint32_t ma
         "' has no enqueue function or no buckets, so it has no graphs: give both, or start "
         "Engine::kDynamicParallelism"));
   }
-  const std::uint32_t rows = StepRowsLimit(program, max_batch);
+  const std::uint32_t rows = StepRowsLimit(program.tokens, max_batch);
   if (program.buckets.back() < rows) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Start(Engine::", name, "): step program '", program.name, "': the largest bucket (",
@@ -140,7 +137,7 @@ std::vector<DeviceBucketEntry> DynamicParallelismSizes(const StepProgram& progra
                                                        std::uint32_t max_batch) {
   std::vector<DeviceBucketEntry> entries;
   for (std::uint32_t size : program.buckets) entries.push_back({nullptr, size, 0});
-  const std::uint32_t rows = StepRowsLimit(program, max_batch);
+  const std::uint32_t rows = StepRowsLimit(program.tokens, max_batch);
   if (program.buckets.empty() || program.buckets.back() < rows) {
     entries.push_back({nullptr, rows, 0});
   }

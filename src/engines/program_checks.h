@@ -18,10 +18,6 @@ namespace baton::detail {
 // serves `max_batch` (RuntimeOptions::max_batch).
 [[nodiscard]] absl::Status ValidateDeviceStep(const StepProgram& program, std::uint32_t max_batch);
 
-// The most rows one step of `program` holds at `max_batch` items: the token
-// budget, or max_batch without one (every item runs one token).
-[[nodiscard]] std::uint32_t StepRowsLimit(const StepProgram& program, std::uint32_t max_batch);
-
 // Part of ValidateStepProgram: the token policy fits the batch (a budget
 // holds every decoding item's token).
 [[nodiscard]] absl::Status ValidateTokenPolicy(const StepProgram& program, std::uint32_t max_batch);

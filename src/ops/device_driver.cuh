@@ -5,9 +5,11 @@
 // no programmatic dependent launch (every launch is serial: OpFrame::serial
 // settles the batches) and no cluster set at launch, so a clustered op
 // launches the op_cluster_kernel of its compile-time cluster size; measured
-// on an H200 (CUDA 13.0, driver 580), such a kernel launched with <<<>>> into
-// cudaStreamTailLaunch runs as clusters (distributed shared memory works),
-// so every engine sums in the same order.
+// on an H200 (CUDA 13.0, driver 580), such a kernel launched from the device
+// into cudaStreamTailLaunch runs as clusters (distributed shared memory
+// works; measured with <<<>>>, which nvcc lowers to the same
+// cudaGetParameterBufferV2 / cudaLaunchDeviceV2 pair launch_node calls, and
+// the DP tests pass on that form), so every engine sums in the same order.
 //
 // Compiled into the device link of the step program that uses it
 // (src/model/dp_decoder_step.cu), next to Baton's dynamic-parallelism

@@ -244,13 +244,12 @@ BATON_HOST_DEVICE cudaError_t with_dtype(DecoderDType dtype, F&& f) {
 }
 
 // A compiled variant: its storage type and its block, kThreads threads, at
-// least kMinBlocks resident
-// per SM (the generic kernels' __launch_bounds__; 0 asks for nothing, which
-// is not the same as 1: a minimum of one block let ptxas give the RoPE
-// append 48 registers instead of 32). A variant launched in
-// thread-block clusters says along which axis (0 x, 2 z) and how large they
-// may be: a device launch takes its cluster from the kernel's compile-time
-// __cluster_dims__, one instantiation per size.
+// least kMinBlocks resident per SM (the generic kernels' __launch_bounds__;
+// 0 asks for nothing, which is not the same as 1: a minimum of one block let
+// ptxas give the RoPE append 48 registers instead of 32). A variant launched
+// in thread-block clusters says along which axis (0 x, 2 z) and how large
+// they may be: a device launch takes its cluster from the kernel's
+// compile-time __cluster_dims__, one instantiation per size.
 template <class T, int Threads, int MinBlocks = 0>
 struct Block {
   using Type = T;  // the storage type (fp16 or bf16; void where none)

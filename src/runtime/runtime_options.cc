@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "baton/batch_policy.h"
 #include "baton/bucket_table.h"
 #include "baton/runtime.h"
 #include "baton/status.h"
@@ -120,7 +121,7 @@ absl::Status ValidateStepProgram(const StepProgram& program, const RuntimeOption
     return absl::InvalidArgumentError(
         absl::StrCat("step program '", program.name, "': ", sizes.message()));
   }
-  const std::uint32_t rows = detail::StepRowsLimit(program, max_batch);
+  const std::uint32_t rows = StepRowsLimit(program.tokens, max_batch);
   if (program.buckets.back() < rows && !device_step) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step program '", program.name, "': the largest bucket (", program.buckets.back(),
