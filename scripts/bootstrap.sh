@@ -69,7 +69,7 @@ if [ ! -x "$venv/bin/python" ] && ! python3 -m venv --system-site-packages "$ven
   fi
   python3 -m venv --system-site-packages "$venv" || { rm -rf "$venv"; say "could not make $venv: Python tests will be skipped"; }
 fi
-if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import tokenizers, jinja2, nanobind, scikit_build_core, pytest" 2>/dev/null; then
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import tokenizers, jinja2, nanobind, scikit_build_core, pytest, fastapi, uvicorn, prometheus_client, httpx, openai" 2>/dev/null; then
   say "installing the Python test requirements into $venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 2 -r "$root/python/requirements-test.txt" ||
     say "pip could not install python/requirements-test.txt: Python tests will be skipped"

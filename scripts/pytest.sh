@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 shift
 python="$build/venv/bin/python"
-if [ ! -x "$python" ] || ! "$python" -c "import tokenizers, jinja2, nanobind, scikit_build_core, pytest" 2>/dev/null; then
+if [ ! -x "$python" ] || ! "$python" -c "import tokenizers, jinja2, nanobind, scikit_build_core, pytest, fastapi, uvicorn, prometheus_client, httpx, openai" 2>/dev/null; then
   echo "baton: skipped: no Python test environment at $build/venv with python/requirements-test.txt;" \
     "./scripts/test.sh makes it (it needs python3-venv and PyPI)"
   exit 77

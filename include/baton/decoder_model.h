@@ -49,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -162,6 +163,10 @@ struct DecoderModelOptions {
   // tokens stay in mapped host memory (a power of two in [1, 65536]); older
   // ones a reader missed are copied from the device.
   std::uint32_t stream_window = 256;
+  // Called from Create's thread as the weights reach the GPU: bytes uploaded
+  // so far and in all (after each tensor; a front end draws a progress bar).
+  // Empty: none.
+  std::function<void(std::uint64_t done, std::uint64_t total)> load_progress;
 
   // The token policy of the step program (MakeStepProgram) these options make.
   [[nodiscard]] TokenPolicy tokens() const {

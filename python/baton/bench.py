@@ -12,6 +12,12 @@ output length (ignore_eos). Per request: time to first token (arrival to the fir
 time per output token (the rest of the tokens' span over their count), latency (arrival to the last token).
 A rate's row reports their p50/p99 and output tokens/s over the run. The same trace (make_trace, by seed) runs
 through the PyTorch peers in scripts/peers/serve_peers.py, which share summarize().
+
+With --url, the same trace goes through an OpenAI-compatible server's /completions endpoint instead (Baton's
+`python -m baton serve`, `transformers serve`, vLLM), streamed, each request on its own connection as a client
+would send it: a token is "seen" when its server-sent event arrives, and the tokens are the server's usage
+count. The prompts are text: the checkpoint's tokenizer decodes the trace's ids (with the word tokenizer of
+scripts/checkpoints/tiny_tokenizer.py, a prompt of N ids is N tokens on every server).
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import dataclasses
 import json
 import math
 import random
-import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from baton.progress import Progress
 
 FIXED_PROMPTS = (128, 512, 1024)
 FIXED_OUTPUTS = (64, 128, 256)
@@ -94,27 +102,6 @@ def summarize(driver: str, rate: float, timings: Sequence[Timing]) -> Dict[str, 
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
 
 
-class Progress:
-    """A one-line progress bar on stderr (finished requests of the run)."""
-
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label, self.done, self.shown = total, label, 0, -1.0
-        self.start = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        self.done = done
-        now = time.perf_counter()
-        if now - self.shown < 0.2 and done < self.total:
-            return
-        self.shown = now
-        filled = int(30 * done / max(self.total, 1))
-        sys.stderr.write(f"\r{self.label:>24} [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} "
-                         f"{now - self.start:6.1f} s")
-        if done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def run_baton(llm: Any, trace: Sequence[TraceRequest], label: str) -> List[Timing]:
     """Replays the trace open-loop: each request is submitted at its arrival time, whatever is running."""
     from baton.sampling import SamplingParams
@@ -150,7 +137,104 @@ def run_baton(llm: Any, trace: Sequence[TraceRequest], label: str) -> List[Timin
     return timings
 
 
+async def _http_request(client: Any, url: str, body: Dict[str, Any], timing: Timing, delay: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(delay)
+    timing.arrival_s = time.perf_counter()
+    usage = None
+    async with client.stream("POST", url, json=body) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"{url} answered {response.status_code}: {(await response.aread())[:500]!r}")
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(f"{url} streamed an error: {chunk['error']}")
+            if any(choice.get("text") for choice in chunk.get("choices") or ()):
+                seen = time.perf_counter()
+                if timing.first_s is None:
+                    timing.first_s = seen
+                timing.end_s = seen
+            usage = chunk.get("usage") or usage
+    if usage is None:
+        raise RuntimeError(f"{url}: a stream ended with no usage (it must honour stream_options.include_usage)")
+    if timing.first_s is None:  # ended at once by a token with no text (a stop token)
+        timing.first_s = timing.end_s = time.perf_counter()
+    timing.tokens = usage["completion_tokens"]
+
+
+def run_http(url: str, texts: Sequence[str], trace: Sequence[TraceRequest], label: str,
+             model: Optional[str] = None, api_key: Optional[str] = None) -> List[Timing]:
+    """Replays the trace open-loop against url/completions (streamed, greedy); returns the timings."""
+    import asyncio
+
+    import httpx
+
+    async def main() -> List[Timing]:
+        timings = [Timing(0.0) for _ in trace]
+        progress = Progress(len(trace), label)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx.AsyncClient(timeout=None, limits=limits, headers=headers) as client:
+            done = 0
+
+            async def one(i: int) -> None:
+                nonlocal done
+                body = {"prompt": texts[i], "max_tokens": trace[i].output_tokens, "temperature": 0.0,
+                        "stream": True, "stream_options": {"include_usage": True}}
+                if model:
+                    body["model"] = model
+                await _http_request(client, url.rstrip("/") + "/completions", body, timings[i],
+                                    trace[i].arrival_s)
+                done += 1
+                progress.update(done)
+
+            await asyncio.gather(*(one(i) for i in range(len(trace))))
+        return timings
+
+    return asyncio.run(main())
+
+
+def _texts(model_dir: str, trace: Sequence[TraceRequest]) -> List[str]:
+    from baton.text import TextCodec
+
+    codec = TextCodec.from_dir(model_dir)
+    return [codec.decode(t.prompt) for t in trace]
+
+
+def run_url(args: argparse.Namespace) -> int:
+    """bench --url: the trace through a server (the model directory gives the tokenizer and the vocabulary)."""
+    config = json.loads((Path(args.model) / "config.json").read_text())
+    vocab, context = config["vocab_size"], args.max_context or config.get("max_position_embeddings")
+    low = 8  # past the special tokens of the test tokenizers: the prompts are plain words
+    rows = []
+    warm = make_trace(args.warmup, math.inf, args.lengths, vocab - low, args.trace_seed + 1, context)
+    for t in warm:
+        t.prompt = [i + low for i in t.prompt]
+    run_http(args.url, _texts(args.model, warm), warm, "warm-up", args.served_model_name, args.api_key)
+    for rate in rates_of(args.rates):
+        trace = make_trace(args.requests, rate, args.lengths, vocab - low, args.trace_seed, context)
+        for t in trace:
+            t.prompt = [i + low for i in t.prompt]
+        timings = run_http(args.url, _texts(args.model, trace), trace, f"{args.label} rate {rate:g}",
+                           args.served_model_name, args.api_key)
+        rows.append(summarize(args.label, rate, timings))
+    print_rows(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": str(args.model), "url": args.url, "lengths": args.lengths,
+                       "trace_seed": args.trace_seed, "rows": rows}, f, indent=1)
+    return 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="benchmark this OpenAI-compatible server (its /v1 base URL) instead of an "
+                                      "in-process LLM")
+    parser.add_argument("--label", default="http", help="the rows' driver name with --url")
+    parser.add_argument("--served-model-name", help="the 'model' field to send with --url (default: none)")
+    parser.add_argument("--api-key", help="a Bearer key to send with --url")
     parser.add_argument("--requests", type=int, default=200, help="requests per rate")
     parser.add_argument("--rates", default="4,16,inf", help="arrival rates in requests/s (inf: all at once)")
     parser.add_argument("--lengths", default="fixed", choices=["fixed", "longtail"])
@@ -164,6 +248,8 @@ def rates_of(text: str) -> List[float]:
 
 
 def run(args: argparse.Namespace, make_llm: Callable[..., Any]) -> int:
+    if args.url:
+        return run_url(args)
     rows = []
     max_requests = max(args.requests, 1)
     with make_llm(args, max_requests=min(max(max_requests, 64), 4096)) as llm:

@@ -1,9 +1,12 @@
-"""The command line: `python -m baton generate` streams a completion to the terminal; `python -m baton bench`
-runs the serving benchmark (baton.bench).
+"""The command line: `python -m baton generate` streams a completion to the terminal; `python -m baton serve`
+runs the OpenAI-compatible HTTP server (baton.serving); `python -m baton bench` runs the serving benchmark
+(baton.bench), in process or against a server's URL.
 
     python -m baton generate --model DIR --prompt "The capital of France is" --max-tokens 32
     python -m baton generate --model DIR --chat --prompt "Write a haiku about GPUs" --temperature 0.7 --seed 1
+    python -m baton serve --model DIR --port 8000
     python -m baton bench --model DIR --rates 4,16,inf --requests 200 --json results.json
+    python -m baton bench --url http://127.0.0.1:8000/v1 --model DIR --rates 4,16
 """
 
 from __future__ import annotations
@@ -26,15 +29,20 @@ def _engine_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens-per-step", type=int, help="rows one step holds")
     parser.add_argument("--max-tokens-without-decodes", type=int,
                         help="rows a step holds when no sequence decodes")
+    parser.add_argument("--max-chunk-tokens", type=int, help="most prompt tokens one sequence reads per step")
     parser.add_argument("--gemm", choices=["auto", "gemv", "cublaslt"], help="the projections' kernels")
 
 
 def _llm(args: argparse.Namespace, **extra):
     from baton.llm import LLM
 
+    if getattr(args, "url", None):
+        raise errors.InvalidArgumentError("--url benchmarks a running server; it loads no model here")
+
     return LLM(args.model, engine=args.engine, max_batch=args.max_batch, max_context=args.max_context,
                max_tokens_per_step=args.max_tokens_per_step,
-               max_tokens_without_decodes=args.max_tokens_without_decodes, gemm=args.gemm, **extra)
+               max_tokens_without_decodes=args.max_tokens_without_decodes, max_chunk_tokens=args.max_chunk_tokens,
+               gemm=args.gemm, **extra)
 
 
 def generate(args: argparse.Namespace) -> int:
@@ -42,7 +50,7 @@ def generate(args: argparse.Namespace) -> int:
 
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                               top_k=args.top_k, seed=args.seed, stop=args.stop or None)
-    with _llm(args) as llm:
+    with _llm(args, load_progress=True) as llm:
         start = time.perf_counter()
         first = None
         tokens = 0
@@ -79,6 +87,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     gen.add_argument("--seed", type=int)
     gen.add_argument("--stop", action="append", help="a stop string (repeatable)")
 
+    serve = commands.add_parser("serve", help="the OpenAI-compatible HTTP server (baton.serving)")
+    _engine_args(serve)
+    from baton.serving import run as serve_module
+
+    serve_module.add_arguments(serve)
+
     bench = commands.add_parser("bench", help="the serving benchmark (baton.bench)")
     _engine_args(bench)
     from baton import bench as bench_module
@@ -89,6 +103,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "generate":
             return generate(args)
+        if args.command == "serve":
+            return serve_module.serve(args, _llm)
         return bench_module.run(args, _llm)
     except (errors.BatonError, ValueError, TypeError) as e:
         print(f"baton: {e}", file=sys.stderr)

@@ -2,11 +2,14 @@
 
     from baton import LLM, SamplingParams
     llm = LLM("/models/Llama-3.2-1B-Instruct")
-    print(llm.generate(["The capital of France is"], SamplingParams(max_tokens=32))[0].text)
+    print(llm.generate(["The capital of France is"], SamplingParams(max_tokens=32))[0].outputs[0].text)
 
 The GPU runs the loop: requests go into its work queue, its scheduler admits them into free batch slots, reads
 prompts in chunks and decodes (continuous batching on the device), and each token reaches the host as its step
 ends. Requests may be submitted from any thread while others run; waiting releases the GIL.
+
+The names follow vLLM's offline API where they collide (generate(prompts, sampling_params), RequestOutput.outputs
+[i].text / .token_ids / .finish_reason); baton.async_llm.AsyncLLM serves the same requests to asyncio code.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import sys
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from baton import errors
 from baton import sampling as sampling_module
@@ -30,20 +34,56 @@ _POLL_S = 0.002
 
 
 @dataclasses.dataclass
-class RequestOutput:
-    """A finished request.
+class CompletionOutput:
+    """One completion of a prompt (vLLM's CompletionOutput).
 
     Attributes:
-        prompt_token_ids: the prompt as the model read it.
-        token_ids: the generated tokens, up to and including a stop token (cut after a stop string's token).
+        index: which of the prompt's n completions.
         text: the generated text, ending before the first stop string.
+        token_ids: the generated tokens, up to and including a stop token (cut after a stop string's token).
         finish_reason: "stop" (a stop token or string), "length" (max_tokens) or "cancelled" (Request.cancel).
+        stop_reason: the stop string or stop token id that ended it (None otherwise).
+        logprobs, cumulative_logprob: None (Baton does not compute log-probabilities yet).
     """
 
-    prompt_token_ids: List[int]
-    token_ids: List[int]
+    index: int
     text: str
+    token_ids: List[int]
     finish_reason: str
+    stop_reason: Union[str, int, None] = None
+    logprobs: None = None
+    cumulative_logprob: None = None
+
+
+@dataclasses.dataclass
+class RequestOutput:
+    """A finished prompt (vLLM's RequestOutput): its n completions in `outputs`; `text`, `token_ids` and
+    `finish_reason` are the first completion's.
+
+    Attributes:
+        request_id: the first completion's request id (the native server's).
+        prompt: the prompt as given when it was text (None for token ids).
+        prompt_token_ids: the prompt as the model read it.
+        outputs: the completions, by index.
+    """
+
+    request_id: str
+    prompt: Optional[str]
+    prompt_token_ids: List[int]
+    outputs: List[CompletionOutput]
+    finished: bool = True
+
+    @property
+    def text(self) -> str:
+        return self.outputs[0].text
+
+    @property
+    def token_ids(self) -> List[int]:
+        return self.outputs[0].token_ids
+
+    @property
+    def finish_reason(self) -> str:
+        return self.outputs[0].finish_reason
 
 
 @dataclasses.dataclass
@@ -57,21 +97,30 @@ class StreamDelta:
 
 
 class Request:
-    """A submitted request. Iterate it for StreamDelta as the device produces tokens, or call result()."""
+    """A submitted request (one completion of one prompt). Iterate it for StreamDelta as the device produces
+    tokens, or call result()."""
 
-    def __init__(self, llm: "LLM", prompt_ids: List[int], sampling: SamplingParams, stop_ids: Sequence[int]):
+    def __init__(self, llm: "LLM", prompt_ids: List[int], sampling: SamplingParams, stop_ids: Sequence[int],
+                 index: int = 0, prompt: Optional[str] = None):
         self._llm = llm
+        self.prompt = prompt
         self.prompt_token_ids = prompt_ids
         self.sampling = sampling
+        self.index = index
         self._stop_ids = frozenset(stop_ids)
         self.token_ids: List[int] = []
         self._pending: List[int] = []  # delivered by the pump, not yet consumed
         self._device_done = False
         self._finish_reason: Optional[str] = None
+        self.stop_reason: Union[str, int, None] = None
         self._text_parts: List[str] = []
-        self._detok: Optional[Detokenizer] = llm._codec.detokenizer() if llm._codec is not None else None
+        self._detok: Optional[Detokenizer] = (llm._codec.detokenizer(sampling.skip_special_tokens)
+                                              if llm._codec is not None else None)
         self._stops = StopMatcher(sampling.stop) if sampling.stop else None
         self.id: int = -1
+        # Called by the thread that delivered new tokens or the end (under LLM._lock; it must not block):
+        # AsyncLLM wakes the request's waiter with it.
+        self.on_event: Optional[Callable[[], None]] = None
 
     @property
     def finished(self) -> bool:
@@ -81,6 +130,8 @@ class Request:
         if self._finish_reason is None:
             self._pending.extend(tokens)
         self._device_done = self._device_done or finished
+        if self.on_event is not None:
+            self.on_event()
 
     def poll(self) -> StreamDelta:
         """Without waiting: the tokens that arrived since the last call, the text they complete, and whether
@@ -99,6 +150,7 @@ class Request:
                 piece, hit = self._stops.feed(piece)
                 text += piece
                 if hit:
+                    self.stop_reason = self._stops.matched
                     self._finish("stop")
                     break
             else:
@@ -109,11 +161,15 @@ class Request:
             if self._stops is not None:
                 piece, hit = self._stops.feed(tail)
                 text += piece if hit else piece + self._stops.finish()
+                if hit:
+                    self.stop_reason = self._stops.matched
             else:
                 text += tail
             # The device ends a request at a stop token or at max_tokens.
             last = self.token_ids[-1] if self.token_ids else None
-            self._finish_reason = "stop" if last in self._stop_ids else "length"
+            if self.stop_reason is None and last in self._stop_ids:
+                self.stop_reason = last
+            self._finish_reason = "stop" if self.stop_reason is not None else "length"
         self._text_parts.append(text)
         return StreamDelta(kept, text, self.finished, self._finish_reason)
 
@@ -138,12 +194,21 @@ class Request:
                 return
             self._llm._pump_until(self)
 
+    @property
+    def text(self) -> str:
+        """The text returned so far."""
+        return "".join(self._text_parts)
+
+    def output(self) -> CompletionOutput:
+        """This completion as it stands (final once finished)."""
+        return CompletionOutput(self.index, self.text, list(self.token_ids), self._finish_reason or "length",
+                                self.stop_reason)
+
     def result(self) -> RequestOutput:
         """Waits for the request to finish (the GIL released) and returns it."""
         for _ in self:
             pass
-        return RequestOutput(self.prompt_token_ids, list(self.token_ids), "".join(self._text_parts),
-                             self._finish_reason or "length")
+        return RequestOutput(str(self.id), self.prompt, self.prompt_token_ids, [self.output()])
 
 
 def defaults() -> Dict[str, Any]:
@@ -173,6 +238,7 @@ class LLM:
             "cublaslt".
         engine: "conditional", "tail-launch" or "dynamic-parallelism".
         stream_window: generated tokens per request kept in mapped host memory for streaming.
+        load_progress: draw a progress bar on stderr while the weights load (None: when stderr is a terminal).
 
     Raises:
         InvalidArgumentError: an option out of range or a checkpoint Baton cannot serve (the message names
@@ -185,7 +251,8 @@ class LLM:
                  max_context: Optional[int] = None, max_tokens_per_step: Optional[int] = None,
                  max_tokens_without_decodes: Optional[int] = None, max_chunk_tokens: Optional[int] = None,
                  max_requests: Optional[int] = None, dtype: Optional[str] = None, gemm: Optional[str] = None,
-                 engine: Optional[str] = None, stream_window: Optional[int] = None) -> None:
+                 engine: Optional[str] = None, stream_window: Optional[int] = None,
+                 load_progress: Optional[bool] = None) -> None:
         native = _native()
         self.model_dir = pathlib.Path(model)
         given = dict(max_batch=max_batch, max_context=max_context, max_tokens_per_step=max_tokens_per_step,
@@ -212,7 +279,12 @@ class LLM:
         self._live: Dict[int, Request] = {}
         self._early: Dict[int, List[Any]] = {}  # events polled before their submitter registered the id
         self._next_seed = 0
-        self._server = native.Server.create(**options)
+        if load_progress is None:
+            load_progress = sys.stderr.isatty()
+        from baton.progress import loading_bar
+
+        self._server = native.Server.create(
+            **options, load_progress=loading_bar(f"loading {self.model_dir.name}") if load_progress else None)
         self.info: Dict[str, Any] = dict(self._server.info())
 
     # Text.
@@ -241,18 +313,24 @@ class LLM:
 
     # Requests.
 
-    def submit(self, prompt: Prompt, sampling: Optional[SamplingParams] = None, chat: bool = False) -> Request:
+    def submit(self, prompt: Prompt, sampling_params: Optional[SamplingParams] = None,
+               chat: bool = False) -> Request:
         """Queues one request and returns it at once; iterate it to stream, or call result().
 
         Raises InvalidArgumentError for a request the model cannot run (naming the field) and
         ResourceExhaustedError when max_requests are already in flight (nothing is lost: retry later).
         """
-        return self.submit_many([prompt], sampling, chat)[0]
+        if sampling_params is not None and sampling_params.n != 1:
+            raise errors.InvalidArgumentError(f"submit makes one request; SamplingParams.n is "
+                                              f"{sampling_params.n}: use submit_many or generate for n > 1")
+        return self.submit_many([prompt], sampling_params, chat)[0]
 
-    def submit_many(self, prompts: Sequence[Prompt], sampling: Optional[SamplingParams] = None,
+    def submit_many(self, prompts: Sequence[Prompt], sampling_params: Optional[SamplingParams] = None,
                     chat: bool = False) -> List[Request]:
-        """Queues several requests at once, all or none (the device may admit them in the same step)."""
-        sampling = sampling or SamplingParams()
+        """Queues several requests at once, all or none (the device may admit them in the same step):
+        sampling_params.n per prompt, prompt by prompt (completion i of a prompt samples with sequence key
+        seed + i)."""
+        sampling = sampling_params or SamplingParams()
         stop_ids = list(sampling.stop_token_ids)
         if not sampling.ignore_eos:
             stop_ids += [t for t in self.info["eos_token_ids"] if t not in stop_ids]
@@ -262,16 +340,21 @@ class LLM:
                 f"{len(stop_ids)} stop token ids with the checkpoint's end-of-sequence ids "
                 f"{self.info['eos_token_ids']}; the device checks at most {max_stops}: pass fewer "
                 "stop_token_ids, or ignore_eos=True")
-        requests = [Request(self, self.encode(p, chat), sampling, stop_ids) for p in prompts]
+        requests = []
+        for p in prompts:
+            ids = self.encode(p, chat)
+            text = p if isinstance(p, str) else None
+            requests += [Request(self, ids, sampling, stop_ids, i, text) for i in range(sampling.n)]
         with self._lock:
             if sampling.seed is not None:
-                seeds = [sampling.seed] * len(requests)
-            else:  # a different sampling stream per request, reproducible by submission order
-                seeds = list(range(self._next_seed, self._next_seed + len(requests)))
-                self._next_seed += len(requests)
+                seeds = [sampling.seed] * len(prompts)
+            else:  # a different sampling stream per prompt, reproducible by submission order
+                seeds = list(range(self._next_seed, self._next_seed + len(prompts) * sampling.n, sampling.n))
+                self._next_seed += len(prompts) * sampling.n
         ids = self._server.submit([(r.prompt_token_ids, sampling.max_tokens, stop_ids, float(sampling.temperature),
-                                    sampling.top_k, float(sampling.top_p), seed)
-                                   for r, seed in zip(requests, seeds)])
+                                    sampling.top_k, float(sampling.top_p), seeds[k // sampling.n],
+                                    seeds[k // sampling.n] + r.index)
+                                   for k, r in enumerate(requests)])
         with self._lock:
             for request, request_id in zip(requests, ids):
                 request.id = request_id
@@ -282,37 +365,66 @@ class LLM:
                         del self._live[request_id]
         return requests
 
-    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], sampling: Optional[SamplingParams] = None,
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]],
+                 sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
                  chat: bool = False) -> List[RequestOutput]:
         """Runs every prompt (a string, a list of token ids, or a list of either) and returns their outputs
-        in order. They are submitted together (up to max_requests in flight; the rest as earlier ones
+        in order, each with sampling_params.n completions (one SamplingParams for all prompts, or one per
+        prompt). They are submitted together (up to max_requests in flight; the rest as earlier ones
         finish) and batched continuously on the device."""
         if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and
                                         isinstance(prompts[0], int)):
             prompts = [prompts]
         prompts = list(prompts)
-        requests: List[Request] = []
+        if isinstance(sampling_params, Sequence):
+            per_prompt = list(sampling_params)
+            if len(per_prompt) != len(prompts):
+                raise errors.InvalidArgumentError(
+                    f"generate got {len(per_prompt)} SamplingParams for {len(prompts)} prompts: pass one, or one "
+                    "per prompt")
+        else:
+            per_prompt = [sampling_params or SamplingParams()] * len(prompts)
+        groups: List[List[Request]] = []
         limit = self.info["max_requests"]
-        while len(requests) < len(prompts) or any(not r.finished for r in requests):
-            room = min(limit - len(self._live), len(prompts) - len(requests))
-            if room > 0:
-                try:
-                    requests += self.submit_many(prompts[len(requests):len(requests) + room], sampling, chat)
-                except errors.ResourceExhaustedError:
-                    pass  # another thread's requests hold the entries: retry once some finish
-            for request in requests:
-                if not request.finished:
-                    request.poll()
+        while len(groups) < len(prompts) or any(not r.finished for g in groups for r in g):
+            if len(groups) < len(prompts):
+                # Prompts sharing the next one's SamplingParams, as many as the free entries hold.
+                room = limit - len(self._live)
+                sampling = per_prompt[len(groups)]
+                count = 0
+                while (len(groups) + count < len(prompts) and per_prompt[len(groups) + count] is sampling and
+                       (count + 1) * sampling.n <= room):
+                    count += 1
+                if count > 0:
+                    try:
+                        made = self.submit_many(prompts[len(groups):len(groups) + count], sampling, chat)
+                        groups += [made[i * sampling.n:(i + 1) * sampling.n] for i in range(count)]
+                    except errors.ResourceExhaustedError:
+                        pass  # another thread's requests hold the entries: retry once some finish
+                elif sampling.n > limit:
+                    raise errors.InvalidArgumentError(
+                        f"SamplingParams.n is {sampling.n}, more than max_requests ({limit}) in flight at once: "
+                        "lower n or raise max_requests")
+            for group in groups:
+                for request in group:
+                    if not request.finished:
+                        request.poll()
             self.wait(_POLL_S)
-        return [r.result() for r in requests]
+        outputs = []
+        for group in groups:
+            first = group[0].result()
+            first.outputs = [r.result().outputs[0] for r in group]
+            outputs.append(first)
+        return outputs
 
-    def stream(self, prompt: Prompt, sampling: Optional[SamplingParams] = None, chat: bool = False
+    def stream(self, prompt: Prompt, sampling_params: Optional[SamplingParams] = None, chat: bool = False
                ) -> Iterator[StreamDelta]:
         """Submits one prompt and yields its tokens and text as the device produces them."""
-        return iter(self.submit(prompt, sampling, chat))
+        return iter(self.submit(prompt, sampling_params, chat))
 
     def stats(self) -> Dict[str, int]:
-        """The runtime's counters: requests submitted, admitted, completed; steps run."""
+        """The runtime's counters: requests submitted, admitted, completed; steps run; the KV pool's pages
+        free and reserved by admitted requests (a snapshot)."""
         return dict(self._server.stats())
 
     def close(self) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 _SEED_LIMIT = 1 << 64
+MAX_N = 64  # completions per prompt (each its own device request)
 
 
 def _limits() -> dict:
@@ -32,33 +33,80 @@ def __getattr__(name: str):  # MAX_STOP_TOKENS and MAX_VOCAB, from the native mo
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclasses.dataclass(frozen=True)
+# vLLM's names for what Baton does not compute yet, with the value that means "off": a request may name them at
+# that value (code written for vLLM often does); any other value is refused, naming the field.
+NOT_YET = {
+    "logprobs": None,
+    "prompt_logprobs": None,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "repetition_penalty": 1.0,
+    "min_tokens": 0,
+    "min_p": 0.0,
+    "logit_bias": None,
+    "bad_words": None,
+    "allowed_token_ids": None,
+    "best_of": None,
+}
+
+# What SamplingParams takes, in order (the dataclass fields below).
+SUPPORTED = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "n",
+             "skip_special_tokens")
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class SamplingParams:
-    """Sampling and stopping for one request.
+    """Sampling and stopping for one request; the names are vLLM's.
 
     Attributes:
         max_tokens: tokens to generate at most (>= 1).
         temperature: 0 picks the most likely token (greedy); above 0 samples from softmax(logits / temperature).
         top_p: nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (1: off).
-        top_k: keep the k most likely tokens (0: off).
+        top_k: keep the k most likely tokens (0 or -1: off).
         seed: the sampling key. Baton's sampling is deterministic: the same seed, request and token index give
             the same token on every engine. None: a seed chosen per request by the caller of generate().
         stop: strings that end the generation, matched on the detokenized text; the text stops before the
             first match (it is not included).
         stop_token_ids: token ids that end the generation (the token is generated, and kept in the ids).
         ignore_eos: do not stop at the checkpoint's end-of-sequence tokens.
+        n: completions per prompt, each its own request on the device (child i samples with sequence key
+            seed + i: different tokens unless greedy).
+        skip_special_tokens: leave special tokens out of the text (the ids keep them).
+
+    vLLM's other fields (NOT_YET: logprobs, the penalties, min_tokens, min_p, ...) are accepted at their "off"
+    value and refused with ValueError otherwise; an unknown name raises TypeError naming it and listing these.
     """
 
-    max_tokens: int = 16
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: Optional[int] = None
-    stop: Union[str, Sequence[str], None] = None
-    stop_token_ids: Sequence[int] = ()
-    ignore_eos: bool = False
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: Optional[int]
+    stop: Tuple[str, ...]
+    stop_token_ids: Tuple[int, ...]
+    ignore_eos: bool
+    n: int
+    skip_special_tokens: bool
 
-    def __post_init__(self) -> None:
+    def __init__(self, max_tokens: int = 16, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
+                 seed: Optional[int] = None, stop: Union[str, Sequence[str], None] = None,
+                 stop_token_ids: Sequence[int] = (), ignore_eos: bool = False, n: int = 1,
+                 skip_special_tokens: bool = True, **others: Any) -> None:
+        for name, value in others.items():
+            if name not in NOT_YET:
+                raise TypeError(f"SamplingParams has no field {name!r}; Baton supports {', '.join(SUPPORTED)} "
+                                f"(and {', '.join(NOT_YET)} at their off values)")
+            if value != NOT_YET[name] and not (name == "best_of" and value == n):
+                raise ValueError(f"SamplingParams.{name} is {value!r}: Baton does not compute {name} on the "
+                                 f"device yet; leave it at {NOT_YET[name]!r}. Supported: {', '.join(SUPPORTED)}")
+        fields = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                      stop=stop, stop_token_ids=stop_token_ids, ignore_eos=ignore_eos, n=n,
+                      skip_special_tokens=skip_special_tokens)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+        self._check()
+
+    def _check(self) -> None:
         _check_int("max_tokens", self.max_tokens, 1, None, "at least 1")
         _check_float("temperature", self.temperature)
         if self.temperature < 0:
@@ -68,9 +116,12 @@ class SamplingParams:
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"SamplingParams.top_p is {self.top_p!r}; it must lie in (0, 1] (1: off)")
         max_vocab = _limits()["max_vocab"]
-        _check_int("top_k", self.top_k, 0, max_vocab, f"0 (off) to {max_vocab}")
+        _check_int("top_k", self.top_k, -1, max_vocab, f"0 or -1 (off) to {max_vocab}")
+        if self.top_k == -1:  # vLLM's "off"
+            object.__setattr__(self, "top_k", 0)
         if self.seed is not None:
             _check_int("seed", self.seed, 0, _SEED_LIMIT - 1, "in [0, 2**64) or None")
+        _check_int("n", self.n, 1, MAX_N, f"1 to {MAX_N}")
         object.__setattr__(self, "stop", _stop_strings(self.stop))
         ids = self.stop_token_ids
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
@@ -84,8 +135,15 @@ class SamplingParams:
                              f"at most {max_stops} per request (with the checkpoint's end-of-sequence "
                              "ids): use stop strings for the rest")
         object.__setattr__(self, "stop_token_ids", ids)
-        if not isinstance(self.ignore_eos, bool):
-            raise TypeError(f"SamplingParams.ignore_eos is {self.ignore_eos!r}; pass True or False")
+        for name in ("ignore_eos", "skip_special_tokens"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"SamplingParams.{name} is {getattr(self, name)!r}; pass True or False")
+
+    def replace(self, **changes: Any) -> "SamplingParams":
+        """A copy with some fields changed (checked again)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields.update(changes)
+        return SamplingParams(**fields)
 
     @property
     def greedy(self) -> bool:

@@ -160,6 +160,7 @@ class StopMatcher:
         self._text = ""
         self._shown = 0
         self.stopped = False
+        self.matched: Optional[str] = None  # the stop string found
 
     @property
     def text(self) -> str:
@@ -175,6 +176,8 @@ class StopMatcher:
         if match is not None:
             end = match
             self.stopped = True
+            # Of the stops found at the cut, the one that ends first (first_stop's choice).
+            self.matched = min((stop for stop in self._stops if self._text.startswith(stop, match)), key=len)
         else:
             end = len(self._text) - self._held_back(start)
         shown = self._text[start:end]

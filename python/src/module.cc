@@ -97,10 +97,24 @@ std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_
                                      std::uint32_t max_tokens_without_decodes,
                                      std::uint32_t max_chunk_tokens, std::uint32_t max_requests,
                                      const std::string& dtype, const std::string& gemm,
-                                     const std::string& engine, std::uint32_t stream_window) {
-  const ServerOptions options = MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step,
-                                            max_tokens_without_decodes, max_chunk_tokens,
-                                            max_requests, dtype, gemm, engine, stream_window);
+                                     const std::string& engine, std::uint32_t stream_window,
+                                     std::optional<nb::callable> load_progress) {
+  ServerOptions options = MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step,
+                                      max_tokens_without_decodes, max_chunk_tokens, max_requests,
+                                      dtype, gemm, engine, stream_window);
+  if (load_progress.has_value()) {
+    // Called on this thread with the GIL released: take it back for the call.
+    // An exception the callable raises is printed, not propagated (loading goes on).
+    options.model.load_progress = [callback = *load_progress](std::uint64_t done,
+                                                              std::uint64_t total) {
+      nb::gil_scoped_acquire acquire;
+      try {
+        callback(done, total);
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("baton load_progress");
+      }
+    };
+  }
   absl::StatusOr<std::unique_ptr<Server>> server;
   {
     nb::gil_scoped_release release;  // loading a checkpoint takes seconds
@@ -109,21 +123,22 @@ std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_
   return Value(std::move(server));
 }
 
-// requests: [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed)].
+// requests: [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed,
+// sequence_id)]; (seed, sequence_id) key the request's sampling stream.
 std::vector<std::uint64_t> Submit(
     Server& server,
     const std::vector<
         std::tuple<std::vector<std::int32_t>, std::uint32_t, std::vector<std::int32_t>, float,
-                   std::uint32_t, float, std::uint64_t>>& requests) {
+                   std::uint32_t, float, std::uint64_t, std::uint64_t>>& requests) {
   std::vector<DecodeRequest> decoded(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    const auto& [prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed] =
-        requests[i];
+    const auto& [prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed,
+                 sequence_id] = requests[i];
     decoded[i].prompt = prompt;
     decoded[i].max_new_tokens = max_new_tokens;
     decoded[i].stop_tokens = stop_tokens;
     decoded[i].sampling = SamplingParams{temperature, seed, top_k, top_p};
-    decoded[i].sequence_id = seed;  // the seed keys the request's sampling stream
+    decoded[i].sequence_id = sequence_id;
   }
   absl::StatusOr<std::vector<std::uint64_t>> ids;
   {
@@ -165,6 +180,8 @@ nb::dict Info(const Server& server) {
   info["max_requests"] = model.options().max_requests;
   info["engine"] = EngineName(server.engine());
   info["weight_bytes"] = model.weight_bytes();
+  info["kv_page_tokens"] = model.info().kv_page_tokens;
+  info["kv_pool_pages"] = model.info().kv_pool_pages;
   return info;
 }
 
@@ -203,6 +220,8 @@ nb::dict Stats(const Server& server) {
   out["admitted"] = stats.admitted;
   out["completed"] = stats.completed;
   out["engine_launches"] = stats.engine_launches;
+  out["free_pages"] = stats.free_pages;
+  out["reserved_pages"] = stats.reserved_pages;
   return out;
 }
 
@@ -244,10 +263,12 @@ NB_MODULE(_baton, m) {
 
   nb::class_<Server>(m, "Server")
       .def_static("create", &CreateServer, BATON_OPTION_ARGS,
-                  "Loads the checkpoint onto the GPU and starts the engine.")
+                  nb::arg("load_progress").none() = nb::none(),
+                  "Loads the checkpoint onto the GPU and starts the engine; load_progress(done, "
+                  "total) is called as the weights' bytes reach the GPU.")
       .def("submit", &Submit, nb::arg("requests"),
-           "Queues [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed)], "
-           "all or none; returns their ids.")
+           "Queues [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed, "
+           "sequence_id)], all or none; returns their ids.")
       .def("poll", &Poll, nb::arg("timeout_s"),
            "Waits up to timeout_s for tokens; returns [(id, new_tokens, finished)].")
       .def(

@@ -6,9 +6,12 @@ download: a BPE trained here on a fixed multilingual text (ASCII, accents, CJK, 
 UTF-8 sequences), in one of two styles:
   byte-level  Llama 3 / Qwen2: ByteLevel pre-tokenizer and decoder, a BOS added by the post-processor;
   metaspace   Llama 2 / Mistral: "▁" for spaces, the decoder drops the first token's leading space.
+  words       one word per id ("w5 w77 ..."), the special tokens first, as many ids as --vocab: a benchmark
+              checkpoint's whole vocabulary decodes to text (each generated token is a word of its own), and
+              a prompt of N words is N tokens (and a BOS) on every server.
 The special tokens and the chat template follow Llama 3's. The result depends only on the arguments.
 
-    python3 scripts/checkpoints/tiny_tokenizer.py DIR [--style byte-level|metaspace] [--vocab 512]
+    python3 scripts/checkpoints/tiny_tokenizer.py DIR [--style byte-level|metaspace|words] [--vocab 512]
 """
 
 from __future__ import annotations
@@ -45,6 +48,16 @@ CORPUS = [
 def build(style: str, vocab: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+    if style == "words":
+        words = {token: i for i, token in enumerate(SPECIAL + ["<unk>"])}
+        words.update({f"w{i}": i for i in range(len(words), vocab)})
+        tokenizer = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
+        tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+        tokenizer.add_special_tokens(SPECIAL)
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, words[BOS])])
+        return tokenizer
     if style == "byte-level":
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -56,7 +69,7 @@ def build(style: str, vocab: int):
         tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
         alphabet = []
     else:
-        raise ValueError(f"--style {style!r}: use byte-level or metaspace")
+        raise ValueError(f"--style {style!r}: use byte-level, metaspace or words")
     special = SPECIAL + (["<unk>"] if style == "metaspace" else [])
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=special, initial_alphabet=alphabet,
                                   show_progress=False)
@@ -86,7 +99,7 @@ def write(directory: pathlib.Path, style: str = "byte-level", vocab: int = 512) 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("directory", type=pathlib.Path)
-    parser.add_argument("--style", default="byte-level", choices=["byte-level", "metaspace"])
+    parser.add_argument("--style", default="byte-level", choices=["byte-level", "metaspace", "words"])
     parser.add_argument("--vocab", type=int, default=512, help="most tokens (the training text may give fewer)")
     args = parser.parse_args(argv)
     write(args.directory, args.style, args.vocab)

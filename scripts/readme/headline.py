@@ -3,7 +3,7 @@ it read (where Baton is ahead and where it is not). The tables they come from ar
 docs/performance.md; README.md holds this block only between its markers, like the prefill block."""
 import textwrap
 
-from . import inputs, long_context, prefill, runtime
+from . import inputs, long_context, prefill, runtime, serve_http
 from .models import DISPLAY, ENGINES, EXEMPT_NAMES, PEER_BASE
 from .tables import link
 
@@ -22,7 +22,8 @@ def headline_block(prefixes):
     b = inputs.Block("headline")
     b.exempt += EXEMPT_NAMES
     out = []
-    for title, notes in (_decode(b), _launch(b, prefixes), _serve(b), _prefill(b), _long_context(b)):
+    for title, notes in (_decode(b), _launch(b, prefixes), _serve(b), serve_http.headline(b), _prefill(b),
+                         _long_context(b)):
         if not notes:
             continue
         if len(notes) == 1:
@@ -94,7 +95,7 @@ def _launch(b, prefixes):
 
 
 def _serve(b):
-    files = inputs.current("*-serve-*.json")
+    files = [p for p in inputs.current("*-serve-*.json") if "-serve-http-" not in p.name]
     data = [(p, b.json(p)) for p in files]
     fixed = [(p, d) for p, d in data if d.get("lengths") == "fixed"] or data
     if not fixed:

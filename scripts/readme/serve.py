@@ -26,7 +26,8 @@ def _ms(x):
 def serve_block():
     b = inputs.Block("serve")
     b.exempt += EXEMPT_NAMES
-    files = [p for p in inputs.current("*-serve-*.json") if inputs._PREFIX.match(p.name)]
+    files = [p for p in inputs.current("*-serve-*.json")
+             if inputs._PREFIX.match(p.name) and "-serve-http-" not in p.name]
     if not files:
         raise SystemExit("README.md has the serve block's markers but results/ holds no *-serve-*.json: commit one "
                          "(scripts/peers/combine_serve.py) or remove the markers")

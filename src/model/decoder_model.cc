@@ -70,10 +70,12 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   BATON_ASSIGN_OR_RETURN(stream_, CreateStream());
   if (ckpt.has_value()) {
     BATON_ASSIGN_OR_RETURN(weights_,
-                           detail::ModelWeights::FromCheckpoint(*ckpt, config_, stream_.get()));
+                           detail::ModelWeights::FromCheckpoint(*ckpt, config_, stream_.get(),
+                                                                options.load_progress));
   } else {
     BATON_ASSIGN_OR_RETURN(
-        weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get()));
+        weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get(),
+                                                      options.load_progress));
   }
   BATON_RETURN_IF_ERROR(SizeKvPool(ckpt.has_value(), ckpt.has_value() && options.max_context == 0));
   BATON_RETURN_IF_ERROR(AllocateState());

@@ -62,9 +62,12 @@ class Layout {
 
   // Allocates the arena and copies every tensor in, one staging buffer at a
   // time (a checkpoint's largest tensor, not the whole model, in host memory).
-  absl::Status Upload(DeviceBuffer<unsigned char>& arena, cudaStream_t stream) {
+  absl::Status Upload(DeviceBuffer<unsigned char>& arena, cudaStream_t stream,
+                      const ModelWeights::Progress& progress) {
     BATON_ASSIGN_OR_RETURN(arena, DeviceBuffer<unsigned char>::Create(arena_.size()));
     std::vector<std::uint16_t> staging;
+    std::uint64_t done = 0, total = 0;
+    for (const Placement& p : placements_) total += p.elements * sizeof(std::uint16_t);
     for (const Placement& p : placements_) {
       staging.resize(p.elements);
       BATON_RETURN_IF_ERROR(p.fill(staging.data()));
@@ -72,6 +75,8 @@ class Layout {
                                                  p.elements * sizeof(std::uint16_t),
                                                  cudaMemcpyHostToDevice, stream));
       BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+      done += p.elements * sizeof(std::uint16_t);
+      if (progress) progress(done, total);
     }
     return absl::OkStatus();
   }
@@ -128,8 +133,9 @@ struct Offsets {
 // Uploads the arena and the RoPE table and points `t` into them.
 absl::Status Upload(Layout& layout, const DecoderConfig& config, const Offsets& o,
                     cudaStream_t stream, DeviceBuffer<unsigned char>& arena,
-                    DeviceBuffer<float>& rope, ModelTensors& t) {
-  BATON_RETURN_IF_ERROR(layout.Upload(arena, stream));
+                    DeviceBuffer<float>& rope, ModelTensors& t,
+                    const ModelWeights::Progress& progress) {
+  BATON_RETURN_IF_ERROR(layout.Upload(arena, stream, progress));
   const std::vector<float> table = RopeInverseFrequencies(config.rope, config.head_dim);
   BATON_ASSIGN_OR_RETURN(rope, DeviceBuffer<float>::Create(table.size()));
   BATON_RETURN_IF_ERROR(rope.CopyFrom(table));
@@ -150,7 +156,7 @@ absl::Status Upload(Layout& layout, const DecoderConfig& config, const Offsets& 
 }  // namespace
 
 absl::StatusOr<ModelWeights> ModelWeights::Generate(const DecoderConfig& config, std::uint64_t seed,
-                                                    cudaStream_t stream) {
+                                                    cudaStream_t stream, const Progress& progress) {
   BATON_ASSIGN_OR_RETURN(const DecoderHostWeights host, GenerateDecoderWeights(config, seed));
   Layout layout;
   auto place = [&](const std::vector<std::uint16_t>& tensor) -> std::size_t {
@@ -171,14 +177,16 @@ absl::StatusOr<ModelWeights> ModelWeights::Generate(const DecoderConfig& config,
   offsets.lm_head = place_vocab(host.lm_head);
   ModelWeights weights;
   BATON_RETURN_IF_ERROR(
-      Upload(layout, config, offsets, stream, weights.arena_, weights.rope_, weights.tensors_));
+      Upload(layout, config, offsets, stream, weights.arena_, weights.rope_, weights.tensors_,
+             progress));
   weights.step_bytes_ = host.bytes() - host.embedding.size() * sizeof(std::uint16_t);
   return weights;
 }
 
 absl::StatusOr<ModelWeights> ModelWeights::FromCheckpoint(const checkpoint::Checkpoint& ckpt,
                                                           const DecoderConfig& c,
-                                                          cudaStream_t stream) {
+                                                          cudaStream_t stream,
+                                                          const Progress& progress) {
   const checkpoint::ModelSpec& spec = ckpt.spec();
   const DecoderDType dtype = c.dtype;
   const std::size_t d = c.d_model;
@@ -245,7 +253,7 @@ absl::StatusOr<ModelWeights> ModelWeights::FromCheckpoint(const checkpoint::Chec
   offsets.lm_head = spec.tie_word_embeddings ? offsets.embedding : vocab_tensor("lm_head.weight");
   ModelWeights weights;
   BATON_RETURN_IF_ERROR(
-      Upload(layout, c, offsets, stream, weights.arena_, weights.rope_, weights.tensors_));
+      Upload(layout, c, offsets, stream, weights.arena_, weights.rope_, weights.tensors_, progress));
   const std::size_t embedding_bytes = static_cast<std::size_t>(c.vocab) * d * sizeof(std::uint16_t);
   weights.step_bytes_ =
       ckpt.weight_bytes() / checkpoint::DTypeSize(ckpt.dtype()) * sizeof(std::uint16_t) -

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,13 +30,17 @@ class ModelWeights {
  public:
   // The synthetic model of `config`, every element a function of the seed
   // (kernels/decoder_weights.h).
+  // `progress` (may be empty): bytes uploaded and in all, after each tensor.
+  using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
   [[nodiscard]] static absl::StatusOr<ModelWeights> Generate(const DecoderConfig& config,
                                                              std::uint64_t seed,
-                                                             cudaStream_t stream);
+                                                             cudaStream_t stream,
+                                                             const Progress& progress = {});
   // A validated checkpoint's tensors converted to config.dtype and fused.
   // `config` comes from DecoderConfigFromCheckpoint.
   [[nodiscard]] static absl::StatusOr<ModelWeights> FromCheckpoint(
-      const checkpoint::Checkpoint& checkpoint, const DecoderConfig& config, cudaStream_t stream);
+      const checkpoint::Checkpoint& checkpoint, const DecoderConfig& config, cudaStream_t stream,
+      const Progress& progress = {});
 
   ModelWeights() = default;
   ModelWeights(ModelWeights&&) noexcept = default;

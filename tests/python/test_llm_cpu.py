@@ -120,7 +120,7 @@ def test_defaults_and_limits_are_the_native_modules(native):
 
     from baton import sampling
 
-    options = [p for p in inspect.signature(baton.LLM.__init__).parameters if p not in ("self", "model")]
+    options = [p for p in inspect.signature(baton.LLM.__init__).parameters if p not in ("self", "model", "load_progress")]
     defaults = llm_module.defaults()
     assert sorted(options) == sorted(defaults), (options, defaults)
     assert all(inspect.signature(baton.LLM.__init__).parameters[p].default is None for p in options)

@@ -28,7 +28,13 @@ def test_stops_are_normalized_in_order_once_each():
     ({"temperature": "hot"}, TypeError, ["temperature", "number"]),
     ({"top_p": 0.0}, ValueError, ["top_p", "(0, 1]"]),
     ({"top_p": 1.5}, ValueError, ["top_p", "1.5"]),
-    ({"top_k": -1}, ValueError, ["top_k", "0 (off)"]),
+    ({"top_k": -2}, ValueError, ["top_k", "0 or -1 (off)"]),
+    ({"n": 0}, ValueError, ["n", "1 to 64"]),
+    ({"presence_penalty": 0.5}, ValueError, ["presence_penalty", "0.5", "does not compute", "0.0"]),
+    ({"logprobs": 5}, ValueError, ["logprobs", "does not compute"]),
+    ({"min_tokens": 3}, ValueError, ["min_tokens", "leave it at 0"]),
+    ({"best_of": 2}, ValueError, ["best_of"]),
+    ({"temprature": 0.5}, TypeError, ["no field 'temprature'", "temperature", "max_tokens"]),
     ({"top_k": (1 << 18) + 1}, ValueError, ["top_k"]),
     ({"seed": -1}, ValueError, ["seed", "2**64"]),
     ({"seed": 1 << 64}, ValueError, ["seed"]),
@@ -51,3 +57,16 @@ def test_bad_fields_are_refused_naming_the_field_and_the_fix(kwargs, kind, words
 def test_limits_themselves_are_accepted():
     SamplingParams(max_tokens=1, temperature=0.0, top_p=1.0, top_k=1 << 18, seed=(1 << 64) - 1,
                    stop_token_ids=list(range(MAX_STOP_TOKENS)))
+
+
+def test_vllm_names_at_their_off_values_are_accepted():
+    p = SamplingParams(top_k=-1, presence_penalty=0.0, frequency_penalty=0, repetition_penalty=1.0, min_tokens=0,
+                       logprobs=None, min_p=0.0, best_of=1)
+    assert p.top_k == 0 and p.n == 1
+
+
+def test_replace_checks_again():
+    p = SamplingParams(max_tokens=8, stop="x")
+    assert p.replace(max_tokens=3) == SamplingParams(max_tokens=3, stop="x")
+    with pytest.raises(ValueError, match="max_tokens"):
+        p.replace(max_tokens=0)

@@ -1,0 +1,151 @@
+"""A stand-in for the native module's Server on a machine without a GPU, so that the CPU tests run the real
+Python layers above it (LLM, AsyncLLM, the HTTP server) end to end. It keeps the native contract
+(include/baton/server.h): submit is all-or-none and refuses with ResourceExhaustedError when the request table
+is full, a request's tokens arrive in order across polls, its last event has finished=True, cancel ends it at its
+next token, and every request's KV pages return to the pool when it ends.
+
+Its "model" is a rule the tests can compute themselves: token k of a request is
+(sum(prompt) * 31 + 7 * k + (seed if sampled else 0)) % vocab. One step per poll: up to max_batch requests
+(admitted in submission order) each get one token.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+from baton import errors
+
+VOCAB = 512
+
+
+def rule(prompt: List[int], k: int, temperature: float, seed: int, sequence: int) -> int:
+    return (sum(prompt) * 31 + 7 * k + ((seed * 1009 + sequence) if temperature > 0 else 0)) % VOCAB
+
+
+class FakeServer:
+    def __init__(self, max_requests: int = 64, max_batch: int = 8, max_context: int = 256, page_tokens: int = 16,
+                 pool_pages: int = 256, eos: int = 4) -> None:
+        self.max_requests, self.max_batch, self.max_context = max_requests, max_batch, max_context
+        self.page_tokens, self.pool_pages, self.eos = page_tokens, pool_pages, eos
+        self.lock = threading.Lock()
+        self.next_id = 1
+        self.live: Dict[int, Dict[str, Any]] = {}  # id -> request, in submission order
+        self.cancelled: List[int] = []
+        self.finished: List[int] = []
+        self.steps = self.submitted = self.admitted = self.completed = 0
+        self.closed = False
+        self.step_s = 0.0005  # how long one poll (one step) takes at least
+
+    def info(self) -> Dict[str, Any]:
+        return {"source": "fake", "architecture": "LlamaForCausalLM", "eos_token_ids": [self.eos],
+                "context_limit": "fake", "vocab_size": VOCAB, "max_context": self.max_context, "layers": 1,
+                "hidden_size": 64, "dtype": "bfloat16", "max_batch": self.max_batch, "max_tokens_per_step": 64,
+                "max_tokens_without_decodes": 64, "max_requests": self.max_requests, "engine": "fake",
+                "weight_bytes": 0, "kv_page_tokens": self.page_tokens, "kv_pool_pages": self.pool_pages}
+
+    def submit(self, requests: List[Tuple]) -> List[int]:
+        with self.lock:
+            if self.closed:
+                raise errors.BatonError("Server::Submit: the server was closed")
+            for i, (prompt, max_new, stops, *_rest) in enumerate(requests):
+                if len(prompt) + max_new > self.max_context:
+                    raise errors.InvalidArgumentError(f"request {i} of {len(requests)}: prompt of {len(prompt)} "
+                                                      f"tokens and max_new_tokens {max_new} exceed max_context "
+                                                      f"{self.max_context}")
+            if len(self.live) + len(requests) > self.max_requests:
+                raise errors.ResourceExhaustedError(f"{len(requests)} requests submitted, "
+                                                    f"{self.max_requests - len(self.live)} entries free")
+            ids = []
+            for prompt, max_new, stops, temperature, top_k, top_p, seed, sequence in requests:
+                rid = self.next_id
+                self.next_id += 1
+                self.live[rid] = dict(prompt=list(prompt), max_new=max_new, stops=set(stops),
+                                      temperature=temperature, seed=seed, sequence=sequence, tokens=[],
+                                      sent=0, cancel=False, admitted=False, done=False)
+                ids.append(rid)
+            self.submitted += len(requests)
+            return ids
+
+    def pages(self, r: Dict[str, Any]) -> int:
+        return -(-(len(r["prompt"]) + r["max_new"]) // self.page_tokens)
+
+    def poll(self, timeout_s: float) -> List[Tuple[int, List[int], bool]]:
+        time.sleep(self.step_s)
+        with self.lock:
+            if self.closed:
+                raise errors.BatonError("Server::Poll: the server was closed")
+            running = [rid for rid, r in self.live.items() if r["admitted"]]
+            for rid, r in self.live.items():  # admission in order while slots and pages last
+                if not r["admitted"] and len(running) < self.max_batch and self.pages(r) <= self.free_pages():
+                    r["admitted"] = True
+                    self.admitted += 1
+                    running.append(rid)
+            events = []
+            if running:
+                self.steps += 1
+            for rid in running:
+                r = self.live[rid]
+                if r["cancel"]:
+                    r["done"] = True
+                else:
+                    token = rule(r["prompt"], len(r["tokens"]), r["temperature"], r["seed"], r["sequence"])
+                    r["tokens"].append(token)
+                    r["done"] = token in r["stops"] or len(r["tokens"]) >= r["max_new"]
+                events.append((rid, r["tokens"][r["sent"]:], r["done"]))
+                r["sent"] = len(r["tokens"])
+                if r["done"]:
+                    del self.live[rid]
+                    self.finished.append(rid)
+                    self.completed += 1
+            return events
+
+    def free_pages(self) -> int:
+        return self.pool_pages - sum(self.pages(r) for r in self.live.values() if r["admitted"])
+
+    def cancel(self, rid: int) -> None:
+        with self.lock:
+            if rid in self.live:
+                self.live[rid]["cancel"] = True
+                self.cancelled.append(rid)
+
+    def pending(self) -> int:
+        return len(self.live)
+
+    def stats(self) -> Dict[str, int]:
+        with self.lock:
+            return {"submitted": self.submitted, "steps": self.steps, "admitted": self.admitted,
+                    "completed": self.completed, "engine_launches": 1, "free_pages": self.free_pages(),
+                    "reserved_pages": self.pool_pages - self.free_pages()}
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+
+
+class FakeNative:
+    """The native module with its Server replaced (defaults, limits and option checks are the real ones)."""
+
+    def __init__(self, real: Any, **server_options: Any) -> None:
+        self.real, self.server_options = real, server_options
+        self.servers: List[FakeServer] = []
+        native = self
+
+        class Server:
+            @staticmethod
+            def create(**options: Any) -> FakeServer:
+                progress = options.get("load_progress")
+                if progress is not None:
+                    progress(1 << 20, 1 << 20)
+                server = FakeServer(**{"max_requests": options["max_requests"], **native.server_options})
+                native.servers.append(server)
+                return server
+
+        self.Server = Server
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def device_count(self) -> int:
+        return 1
