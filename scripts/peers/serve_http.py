@@ -64,9 +64,9 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def bench(model: pathlib.Path, args, label: str, rates: str, url: str | None, out: pathlib.Path,
-          timeout: float) -> list:
+          timeout: float, requests: int | None = None) -> list:
     command = [sys.executable, "-m", "baton", "bench", "--model", str(model), "--rates", rates, "--requests",
-               str(args.requests), "--warmup", "8", "--lengths", args.lengths, "--json", str(out),
+               str(requests or args.requests), "--warmup", "8", "--lengths", args.lengths, "--json", str(out),
                "--label", label]
     if url:
         command += ["--url", url]
@@ -94,6 +94,8 @@ def main() -> int:
     parser.add_argument("--rates", default="1,2,4,8,16")
     parser.add_argument("--peer-rates", default="1,2,4,8")
     parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--peer-requests", type=int, help="requests per rate for transformers (default: --requests; "
+                        "a longer trace shows where its first-token time grows past 1 s)")
     parser.add_argument("--lengths", default="fixed")
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--peer-timeout", type=float, default=240)
@@ -133,7 +135,7 @@ def main() -> int:
             # One rate at a time, so a rate it cannot keep up with costs only its own time.
             for rate in args.peer_rates.split(","):
                 got = bench(model, args, "transformers-cb", rate, f"http://127.0.0.1:{port}/v1",
-                            work / f"transformers-{rate}.json", args.peer_timeout)
+                            work / f"transformers-{rate}.json", args.peer_timeout, args.peer_requests)
                 rows += got
                 if not got or got[0]["ttft_p99_ms"] > 5000:
                     break  # saturated: higher rates only queue longer
