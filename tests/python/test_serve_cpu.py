@@ -363,3 +363,43 @@ def test_serve_command_refuses_clearly_without_a_gpu(tmp_path):
                            timeout=120)
     for flag in ("--host", "--port", "--api-key", "--max-requests", "--shutdown-timeout", "--max-body-bytes"):
         assert flag in usage.stdout
+
+
+def test_streamed_chat_with_n_gives_each_choice_its_role_text_and_end(served):
+    url, fake, llm = served
+    messages = [{"role": "user", "content": "Say something."}]
+    ids = llm.tokenizer.encode(llm.tokenizer.apply_chat_template(messages), add_special_tokens=False)
+    with httpx.Client(base_url=url) as client:
+        chunks = stream_completion(client, "/v1/chat/completions", {
+            "messages": messages, "max_tokens": 7, "temperature": 0.9, "seed": 4, "n": 3, "stream": True,
+            "stream_options": {"include_usage": True}})
+    assert chunks[-1] == "[DONE]" and chunks[-2]["usage"]["completion_tokens"] == sum(
+        len(expected(llm, ids, 7, 0.9, 4, 4 + i)) for i in range(3))
+    by_choice = {i: [c["choices"][0] for c in chunks[:-2] if c["choices"][0]["index"] == i] for i in range(3)}
+    for i, parts in by_choice.items():
+        assert parts[0]["delta"] == {"role": "assistant", "content": ""}
+        assert parts[-1]["delta"] == {} and parts[-1]["finish_reason"] in ("length", "stop")
+        text = "".join(p["delta"].get("content", "") for p in parts)
+        assert text == llm.tokenizer.decode(expected(llm, ids, 7, 0.9, 4, 4 + i))
+
+
+def test_echo_puts_the_prompt_before_the_completion(served):
+    url, fake, llm = served
+    prompt = "Pack my box"
+    body = {"prompt": prompt, "max_tokens": 5, "temperature": 0, "echo": True}
+    whole = httpx.post(url + "/v1/completions", json=body).json()
+    completion = llm.tokenizer.decode(expected(llm, llm.encode(prompt), 5))
+    assert whole["choices"][0]["text"] == prompt + completion
+    with httpx.Client(base_url=url) as client:
+        chunks = stream_completion(client, "/v1/completions", dict(body, stream=True))
+    assert "".join(c["choices"][0]["text"] for c in chunks[:-1]) == prompt + completion
+
+
+def test_continuous_usage_stats_count_as_the_stream_goes(served):
+    url, fake, llm = served
+    with httpx.Client(base_url=url) as client:
+        chunks = stream_completion(client, "/v1/completions", {
+            "prompt": [3, 4], "max_tokens": 6, "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    counts = [c["usage"]["completion_tokens"] for c in chunks[:-1]]
+    assert counts == sorted(counts) and counts[-1] == 6 and all(c["usage"]["prompt_tokens"] == 2 for c in chunks[:-1])

@@ -273,6 +273,7 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
     async def completions(request: Request) -> Response:
         parsed, model, items, prompt_lens = await accept(request, protocol.parse_completion)
         n, rid, now = parsed.sampling.n, protocol.new_id("cmpl"), int(time.time())
+        running = lambda: usage_of(items, prompt_lens) if parsed.continuous_usage else None  # noqa: E731
         echo = [engine.llm.tokenizer.decode(engine.llm.encode(p), skip_special_tokens=False)
                 if isinstance(p, list) else p for p in parsed.prompts] if parsed.echo else None
         if not parsed.stream:
@@ -294,7 +295,8 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
                 if delta.text or delta.finished:
                     reason = delta.finish_reason if delta.finished else None
                     yield protocol.sse(protocol.completion_object(
-                        rid, model, [protocol.completion_choice(c.index, delta.text, reason)], None, True, now))
+                        rid, model, [protocol.completion_choice(c.index, delta.text, reason)], running(), True,
+                        now))
             if parsed.include_usage:
                 yield protocol.sse(protocol.completion_object(rid, model, [], usage_of(items, prompt_lens), True,
                                                               now))
@@ -306,6 +308,7 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
     async def chat(request: Request) -> Response:
         parsed, model, items, prompt_lens = await accept(request, protocol.parse_chat)
         n, rid, now = parsed.sampling.n, protocol.new_id("chatcmpl"), int(time.time())
+        running = lambda: usage_of(items, prompt_lens) if parsed.continuous_usage else None  # noqa: E731
         if not parsed.stream:
             await run_all(items, prompt_lens, n, request)
             choices = [protocol.chat_choice(c.index, "".join(c.text), c.finish_reason) for c in items]
@@ -321,10 +324,10 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
                     return
                 if delta.text:
                     yield protocol.sse(protocol.chat_chunk(rid, model, now, [
-                        protocol.chat_delta(c.index, {"content": delta.text}, None)]))
+                        protocol.chat_delta(c.index, {"content": delta.text}, None)], running()))
                 if delta.finished:
                     yield protocol.sse(protocol.chat_chunk(rid, model, now, [
-                        protocol.chat_delta(c.index, {}, delta.finish_reason)]))
+                        protocol.chat_delta(c.index, {}, delta.finish_reason)], running()))
             if parsed.include_usage:
                 yield protocol.sse(protocol.chat_chunk(rid, model, now, [], usage_of(items, prompt_lens)))
             yield protocol.sse("[DONE]")

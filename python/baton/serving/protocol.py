@@ -97,6 +97,7 @@ class GenerationRequest:
     stream: bool
     include_usage: bool
     max_tokens_field: str = "max_tokens"
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats (vLLM's): usage in every chunk
     echo: bool = False
     chat_messages: Optional[List[Dict[str, str]]] = None
     add_generation_prompt: bool = True
@@ -176,18 +177,21 @@ def _sampling(body: Mapping[str, Any], defaults: Defaults, max_tokens_field: str
     return sampling, max_tokens is not None
 
 
-def _stream_flags(body: Mapping[str, Any]) -> Tuple[bool, bool]:
+def _stream_flags(body: Mapping[str, Any]) -> Tuple[bool, bool, bool]:
+    """stream, include_usage, continuous_usage_stats."""
     stream = bool(_get(body, "stream", (bool,), "true or false"))
     options = _get(body, "stream_options", (dict,), "an object")
-    include_usage = False
+    include_usage = continuous = False
     if options is not None:
         if not stream:
             raise bad("stream_options", "'stream_options' is only allowed when 'stream' is true")
         for name in options:
             if name not in ("include_usage", "continuous_usage_stats"):
-                raise bad("stream_options", f"unknown field 'stream_options.{name}'; it takes include_usage")
+                raise bad("stream_options", f"unknown field 'stream_options.{name}'; it takes include_usage and "
+                                            "continuous_usage_stats")
         include_usage = bool(_get(options, "include_usage", (bool,), "true or false"))
-    return stream, include_usage
+        continuous = bool(_get(options, "continuous_usage_stats", (bool,), "true or false"))
+    return stream, include_usage, continuous
 
 
 def _model(body: Mapping[str, Any]) -> Optional[str]:
@@ -225,8 +229,9 @@ def parse_completion(body: Any, defaults: Defaults) -> GenerationRequest:
         raise bad("suffix", "'suffix' (fill in the middle) is not supported: leave it out")
     echo = _get(body, "echo", (bool,), "true or false") or False
     sampling, given = _sampling(body, defaults, "max_tokens", defaults.completion_max_tokens)
-    stream, include_usage = _stream_flags(body)
-    return GenerationRequest(_model(body), prompts, sampling, given, stream, include_usage, echo=echo)
+    stream, include_usage, continuous = _stream_flags(body)
+    return GenerationRequest(_model(body), prompts, sampling, given, stream, include_usage, echo=echo,
+                             continuous_usage=continuous)
 
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -282,10 +287,11 @@ def parse_chat(body: Any, defaults: Defaults) -> GenerationRequest:
         raise bad("max_tokens", "pass 'max_completion_tokens' or 'max_tokens', not both")
     field = "max_tokens" if body.get("max_tokens") is not None else "max_completion_tokens"
     sampling, given = _sampling(body, defaults, field, defaults.chat_max_tokens)
-    stream, include_usage = _stream_flags(body)
+    stream, include_usage, continuous = _stream_flags(body)
     add = _get(body, "add_generation_prompt", (bool,), "true or false")
     return GenerationRequest(_model(body), [], sampling, given, stream, include_usage, max_tokens_field=field,
-                             chat_messages=rendered, add_generation_prompt=add is not False)
+                             chat_messages=rendered, add_generation_prompt=add is not False,
+                             continuous_usage=continuous)
 
 
 def check_length(prompt_tokens: int, request: GenerationRequest, max_context: int, pool_tokens: int,
