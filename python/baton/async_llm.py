@@ -108,10 +108,14 @@ class AsyncLLM:
                 request._error = error  # type: ignore[attr-defined]
                 request._deliver([], True)
 
-    def close(self) -> None:
-        """Stops the pump and the engine (requests still running are given up)."""
+    def stop(self) -> None:
+        """Stops the pump; the LLM keeps running (its own waits poll it)."""
         with self._work:
             self._closed = True
             self._work.notify()
         self._pump.join()
+
+    def close(self) -> None:
+        """Stops the pump and the engine (requests still running are given up)."""
+        self.stop()
         self.llm.close()

@@ -197,27 +197,27 @@ def run_http(url: str, texts: Sequence[str], trace: Sequence[TraceRequest], labe
     return asyncio.run(main())
 
 
+# Prompt ids are drawn from [0, vocab - _LOW) and shifted past the test tokenizers' special tokens, so that the
+# text prompts are plain words.
+_LOW = 8
+
+
 def _texts(model_dir: str, trace: Sequence[TraceRequest]) -> List[str]:
     from baton.text import TextCodec
 
     codec = TextCodec.from_dir(model_dir)
-    return [codec.decode(t.prompt) for t in trace]
+    return [codec.decode([i + _LOW for i in t.prompt]) for t in trace]
 
 
 def run_url(args: argparse.Namespace) -> int:
     """bench --url: the trace through a server (the model directory gives the tokenizer and the vocabulary)."""
     config = json.loads((Path(args.model) / "config.json").read_text())
     vocab, context = config["vocab_size"], args.max_context or config.get("max_position_embeddings")
-    low = 8  # past the special tokens of the test tokenizers: the prompts are plain words
     rows = []
-    warm = make_trace(args.warmup, math.inf, args.lengths, vocab - low, args.trace_seed + 1, context)
-    for t in warm:
-        t.prompt = [i + low for i in t.prompt]
+    warm = make_trace(args.warmup, math.inf, args.lengths, vocab - _LOW, args.trace_seed + 1, context)
     run_http(args.url, _texts(args.model, warm), warm, "warm-up", args.served_model_name, args.api_key)
     for rate in rates_of(args.rates):
-        trace = make_trace(args.requests, rate, args.lengths, vocab - low, args.trace_seed, context)
-        for t in trace:
-            t.prompt = [i + low for i in t.prompt]
+        trace = make_trace(args.requests, rate, args.lengths, vocab - _LOW, args.trace_seed, context)
         timings = run_http(args.url, _texts(args.model, trace), trace, f"{args.label} rate {rate:g}",
                            args.served_model_name, args.api_key)
         rows.append(summarize(args.label, rate, timings))

@@ -3,7 +3,7 @@ it read (where Baton is ahead and where it is not). The tables they come from ar
 docs/performance.md; README.md holds this block only between its markers, like the prefill block."""
 import textwrap
 
-from . import inputs, long_context, prefill, runtime, serve_http
+from . import inputs, long_context, prefill, runtime, serve, serve_http
 from .models import DISPLAY, ENGINES, EXEMPT_NAMES, PEER_BASE
 from .tables import link
 
@@ -95,8 +95,7 @@ def _launch(b, prefixes):
 
 
 def _serve(b):
-    files = [p for p in inputs.current("*-serve-*.json") if "-serve-http-" not in p.name]
-    data = [(p, b.json(p)) for p in files]
+    data = [(p, b.json(p)) for p in serve.files()]
     fixed = [(p, d) for p, d in data if d.get("lengths") == "fixed"] or data
     if not fixed:
         return "", []

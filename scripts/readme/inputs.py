@@ -195,10 +195,6 @@ def gpu_of(prefix):
     return m.group("gpu"), m.group("date")
 
 
-def path_of(prefix, part):
-    return RESULTS / f"{prefix}-{SUFFIXES[part]}"
-
-
 def _run_time(paths):
     """The newest 'date' field of these JSON files (ISO strings sort)."""
     times = []

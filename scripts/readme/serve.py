@@ -23,16 +23,21 @@ def _ms(x):
     return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
 
 
+def files():
+    """The serving benchmark's current files (not the HTTP ones, scripts/readme/serve_http.py's)."""
+    return [p for p in inputs.current("*-serve-*.json")
+            if inputs._PREFIX.match(p.name) and "-serve-http-" not in p.name]
+
+
 def serve_block():
     b = inputs.Block("serve")
     b.exempt += EXEMPT_NAMES
-    files = [p for p in inputs.current("*-serve-*.json")
-             if inputs._PREFIX.match(p.name) and "-serve-http-" not in p.name]
-    if not files:
+    files_ = files()
+    if not files_:
         raise SystemExit("README.md has the serve block's markers but results/ holds no *-serve-*.json: commit one "
                          "(scripts/peers/combine_serve.py) or remove the markers")
     newest = {}
-    for path in files:  # each (GPU, lengths) its newest file
+    for path in files_:  # each (GPU, lengths) its newest file
         data = b.json(path)
         key = (inputs.gpu_of(path.name)[0], str(data["lengths"]))
         if key not in newest or (str(data.get("date", path.name)), path.name) > newest[key][0]:

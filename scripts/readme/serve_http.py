@@ -5,6 +5,7 @@ one call: compare within a table). docs/performance.md holds it between its mark
 newest file."""
 from . import inputs
 from .models import DISPLAY, EXEMPT_NAMES
+from .serve import _ms
 from .tables import link, table
 
 LABELS = {
@@ -16,10 +17,6 @@ LABELS = {
 
 def files():
     return [p for p in inputs.current("*-serve-http-*.json") if inputs._PREFIX.match(p.name)]
-
-
-def _ms(x):
-    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
 
 
 def serve_http_block():

@@ -403,3 +403,22 @@ def test_continuous_usage_stats_count_as_the_stream_goes(served):
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
     counts = [c["usage"]["completion_tokens"] for c in chunks[:-1]]
     assert counts == sorted(counts) and counts[-1] == 6 and all(c["usage"]["prompt_tokens"] == 2 for c in chunks[:-1])
+
+
+def test_async_llm_generate_streams_one_prompt_and_refuses_n(served):
+    import asyncio
+
+    url, fake, llm = served
+    engine = AsyncLLM(llm)
+
+    async def main():
+        deltas = [d async for d in engine.generate([21, 22], baton.SamplingParams(max_tokens=6, ignore_eos=True))]
+        with pytest.raises(ValueError, match="n is 2"):
+            async for _ in engine.generate([1], baton.SamplingParams(n=2)):
+                pass
+        return deltas
+
+    deltas = asyncio.run(main())
+    assert deltas[-1].finished and deltas[-1].finish_reason == "length"
+    assert [t for d in deltas for t in d.token_ids] == expected(llm, [21, 22], 6, ignore_eos=True)
+    engine.stop()  # the served fixture's engine owns the LLM

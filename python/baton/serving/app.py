@@ -175,39 +175,6 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
             c.finish_reason = "abort"
             done(c, prompt_tokens)
 
-    async def run_all(completions: List[_Completion], prompt_lens: List[int], n: int, client: Request) -> None:
-        """Runs the completions to their end; if the client disconnects first, cancels them (their streams'
-        exits cancel the device requests)."""
-        async def one(c: _Completion) -> None:
-            try:
-                async for delta in engine.stream(c.request):
-                    if delta.token_ids and c.first is None:
-                        c.first = time.perf_counter()
-                    c.text.append(delta.text)
-                    if delta.finished:
-                        c.finish_reason = delta.finish_reason
-                done(c, prompt_lens[c.index // n])
-            except asyncio.CancelledError:
-                aborted(c, prompt_lens[c.index // n])
-                raise
-
-        async def watch() -> None:
-            while not await client.is_disconnected():
-                await asyncio.sleep(0.1)
-
-        tasks = [asyncio.ensure_future(one(c)) for c in completions]
-        watcher = asyncio.ensure_future(watch())
-        try:
-            everything = asyncio.ensure_future(asyncio.gather(*tasks))
-            await asyncio.wait([everything, watcher], return_when=asyncio.FIRST_COMPLETED)
-            if not everything.done():
-                raise asyncio.CancelledError()
-            everything.result()
-        finally:
-            watcher.cancel()
-            for t in tasks:
-                t.cancel()
-
     async def merged(completions: List[_Completion], prompt_lens: List[int],
                      n: int) -> AsyncIterator[Tuple[_Completion, Any]]:
         """Every completion's deltas as they come, one stream."""
@@ -242,6 +209,29 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
         finally:
             for t in tasks:
                 t.cancel()
+
+    async def run_all(completions: List[_Completion], prompt_lens: List[int], n: int, client: Request) -> None:
+        """Runs the completions to their end (their text in c.text); if the client disconnects first, cancels
+        them (closing merged() cancels its pumps, whose streams cancel the device requests)."""
+        async def collect() -> None:
+            async for c, delta in merged(completions, prompt_lens, n):
+                if isinstance(delta, Exception):
+                    raise delta
+                c.text.append(delta.text)
+
+        async def watch() -> None:
+            while not await client.is_disconnected():
+                await asyncio.sleep(0.1)
+
+        everything, watcher = asyncio.ensure_future(collect()), asyncio.ensure_future(watch())
+        try:
+            await asyncio.wait([everything, watcher], return_when=asyncio.FIRST_COMPLETED)
+            if not everything.done():
+                raise asyncio.CancelledError()
+            everything.result()
+        finally:
+            watcher.cancel()
+            everything.cancel()
 
     def usage_of(completions: List[_Completion], prompt_lens: List[int]) -> Dict[str, int]:
         return protocol.usage(sum(prompt_lens), sum(len(c.request.token_ids) for c in completions))
