@@ -95,12 +95,27 @@ inline constexpr std::uint32_t kRefusedRequest = 0xffffffffu;
 // (seed, sequence id, token index), after top-k (keep the k largest logits,
 // ties at the boundary kept) and top-p (keep the smallest set of the largest
 // whose probability reaches top_p; equal logits kept or dropped together),
-// in transformers' order.
+// in transformers' order. Before all of it, on the logits themselves, in
+// vLLM's order: the repetition penalty (a token of the prompt or generated
+// is divided by repetition_penalty when its logit is positive, multiplied
+// when not), then OpenAI's penalties (a token generated n > 0 times loses
+// frequency_penalty * n + presence_penalty), and min_tokens (the request's
+// stop tokens cannot be chosen until min_tokens were generated).
 struct SamplingParams {
   float temperature = 1.0f;
   unsigned long long seed = 0;
-  std::uint32_t top_k = 0;  // 0: off
-  float top_p = 1.0f;       // >= 1: off
+  std::uint32_t top_k = 0;          // 0: off
+  float top_p = 1.0f;               // >= 1: off
+  float presence_penalty = 0.0f;    // [-2, 2]; 0: off
+  float frequency_penalty = 0.0f;   // [-2, 2]; 0: off
+  float repetition_penalty = 1.0f;  // > 0; 1: off
+  std::uint32_t min_tokens = 0;     // <= max_new_tokens; 0: off
 };
+
+// Whether a request's logits need its token counts (DecoderModel keeps them
+// per batch slot only for such requests).
+BATON_HOST_DEVICE constexpr bool HasPenalties(float presence, float frequency, float repetition) {
+  return presence != 0.0f || frequency != 0.0f || repetition != 1.0f;
+}
 
 }  // namespace baton

@@ -353,7 +353,9 @@ class LLM:
                 self._next_seed += len(prompts) * sampling.n
         ids = self._server.submit([(r.prompt_token_ids, sampling.max_tokens, stop_ids, float(sampling.temperature),
                                     sampling.top_k, float(sampling.top_p), seeds[k // sampling.n],
-                                    seeds[k // sampling.n] + r.index)
+                                    seeds[k // sampling.n] + r.index, float(sampling.presence_penalty),
+                                    float(sampling.frequency_penalty), float(sampling.repetition_penalty),
+                                    sampling.min_tokens)
                                    for k, r in enumerate(requests)])
         with self._lock:
             for request, request_id in zip(requests, ids):

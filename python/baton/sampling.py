@@ -38,10 +38,6 @@ def __getattr__(name: str):  # MAX_STOP_TOKENS and MAX_VOCAB, from the native mo
 NOT_YET = {
     "logprobs": None,
     "prompt_logprobs": None,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-    "repetition_penalty": 1.0,
-    "min_tokens": 0,
     "min_p": 0.0,
     "logit_bias": None,
     "bad_words": None,
@@ -51,7 +47,7 @@ NOT_YET = {
 
 # What SamplingParams takes, in order (the dataclass fields below).
 SUPPORTED = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "n",
-             "skip_special_tokens")
+             "skip_special_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens")
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -72,9 +68,16 @@ class SamplingParams:
         n: completions per prompt, each its own request on the device (child i samples with sequence key
             seed + i: different tokens unless greedy).
         skip_special_tokens: leave special tokens out of the text (the ids keep them).
+        presence_penalty, frequency_penalty: OpenAI's, in [-2, 2]: a token generated n > 0 times loses
+            frequency_penalty * n + presence_penalty from its logit (0: off).
+        repetition_penalty: transformers', > 0: a token of the prompt or generated has its logit divided by it
+            when positive, multiplied when not (1: off). Applied before the two above, as vLLM does; all three
+            on the device, before temperature, top-k and top-p.
+        min_tokens: the stop tokens (stop_token_ids and end-of-sequence) cannot be generated before this many
+            tokens (at most max_tokens); stop strings still end the text.
 
-    vLLM's other fields (NOT_YET: logprobs, the penalties, min_tokens, min_p, ...) are accepted at their "off"
-    value and refused with ValueError otherwise; an unknown name raises TypeError naming it and listing these.
+    vLLM's other fields (NOT_YET: logprobs, min_p, logit_bias, ...) are accepted at their "off" value and
+    refused with ValueError otherwise; an unknown name raises TypeError naming it and listing these.
     """
 
     max_tokens: int
@@ -87,11 +90,16 @@ class SamplingParams:
     ignore_eos: bool
     n: int
     skip_special_tokens: bool
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    min_tokens: int
 
     def __init__(self, max_tokens: int = 16, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
                  seed: Optional[int] = None, stop: Union[str, Sequence[str], None] = None,
                  stop_token_ids: Sequence[int] = (), ignore_eos: bool = False, n: int = 1,
-                 skip_special_tokens: bool = True, **others: Any) -> None:
+                 skip_special_tokens: bool = True, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                 repetition_penalty: float = 1.0, min_tokens: int = 0, **others: Any) -> None:
         for name, value in others.items():
             if name not in NOT_YET:
                 raise TypeError(f"SamplingParams has no field {name!r}; Baton supports {', '.join(SUPPORTED)} "
@@ -101,7 +109,9 @@ class SamplingParams:
                                  f"device yet; leave it at {NOT_YET[name]!r}. Supported: {', '.join(SUPPORTED)}")
         fields = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                       stop=stop, stop_token_ids=stop_token_ids, ignore_eos=ignore_eos, n=n,
-                      skip_special_tokens=skip_special_tokens)
+                      skip_special_tokens=skip_special_tokens, presence_penalty=presence_penalty,
+                      frequency_penalty=frequency_penalty, repetition_penalty=repetition_penalty,
+                      min_tokens=min_tokens)
         for name, value in fields.items():
             object.__setattr__(self, name, value)
         self._check()
@@ -122,6 +132,15 @@ class SamplingParams:
         if self.seed is not None:
             _check_int("seed", self.seed, 0, _SEED_LIMIT - 1, "in [0, 2**64) or None")
         _check_int("n", self.n, 1, MAX_N, f"1 to {MAX_N}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            _check_float(name, getattr(self, name))
+            if not -2.0 <= getattr(self, name) <= 2.0:
+                raise ValueError(f"SamplingParams.{name} is {getattr(self, name)!r}; it must lie in [-2, 2] (0: off)")
+        _check_float("repetition_penalty", self.repetition_penalty)
+        if not self.repetition_penalty > 0:
+            raise ValueError(f"SamplingParams.repetition_penalty is {self.repetition_penalty!r}; it must be > 0 "
+                             "(1: off)")
+        _check_int("min_tokens", self.min_tokens, 0, self.max_tokens, f"0 to max_tokens ({self.max_tokens})")
         object.__setattr__(self, "stop", _stop_strings(self.stop))
         ids = self.stop_token_ids
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):

@@ -124,20 +124,23 @@ std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_
 }
 
 // requests: [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed,
-// sequence_id)]; (seed, sequence_id) key the request's sampling stream.
-std::vector<std::uint64_t> Submit(
-    Server& server,
-    const std::vector<
-        std::tuple<std::vector<std::int32_t>, std::uint32_t, std::vector<std::int32_t>, float,
-                   std::uint32_t, float, std::uint64_t, std::uint64_t>>& requests) {
+// sequence_id, presence_penalty, frequency_penalty, repetition_penalty,
+// min_tokens)]; (seed, sequence_id) key the request's sampling stream.
+using RequestTuple =
+    std::tuple<std::vector<std::int32_t>, std::uint32_t, std::vector<std::int32_t>, float,
+               std::uint32_t, float, std::uint64_t, std::uint64_t, float, float, float,
+               std::uint32_t>;
+
+std::vector<std::uint64_t> Submit(Server& server, const std::vector<RequestTuple>& requests) {
   std::vector<DecodeRequest> decoded(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& [prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed,
-                 sequence_id] = requests[i];
+                 sequence_id, presence, frequency, repetition, min_tokens] = requests[i];
     decoded[i].prompt = prompt;
     decoded[i].max_new_tokens = max_new_tokens;
     decoded[i].stop_tokens = stop_tokens;
-    decoded[i].sampling = SamplingParams{temperature, seed, top_k, top_p};
+    decoded[i].sampling =
+        SamplingParams{temperature, seed, top_k, top_p, presence, frequency, repetition, min_tokens};
     decoded[i].sequence_id = sequence_id;
   }
   absl::StatusOr<std::vector<std::uint64_t>> ids;
@@ -268,7 +271,8 @@ NB_MODULE(_baton, m) {
                   "total) is called as the weights' bytes reach the GPU.")
       .def("submit", &Submit, nb::arg("requests"),
            "Queues [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed, "
-           "sequence_id)], all or none; returns their ids.")
+           "sequence_id, presence_penalty, frequency_penalty, repetition_penalty, min_tokens)], "
+           "all or none; returns their ids.")
       .def("poll", &Poll, nb::arg("timeout_s"),
            "Waits up to timeout_s for tokens; returns [(id, new_tokens, finished)].")
       .def(

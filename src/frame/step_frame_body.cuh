@@ -10,7 +10,9 @@
 
 #include "baton/batch_policy.h"
 #include "baton/step_kernel.cuh"
+#include "frame/penalties.h"
 #include "frame/step_view.h"
+#include "kernels/decode_kernel_common.cuh"
 #include "kernels/tile.h"
 
 namespace baton::detail {
@@ -72,11 +74,34 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
       v.request_of[p] = item.id;
       v.chunk_start[p] = rows > 0 ? static_cast<std::int32_t>(ran) : -1;
       v.sequence_ids[p] = info.sequence_id;
-      v.sampling[p] = info.sampling;
       // The index of the token this step generates (0 for the step that
       // reads the prompt's last token).
       const std::uint32_t produced = ran + tokens;
       v.sequence_steps[p] = produced >= info.prompt_tokens ? produced - info.prompt_tokens : 0;
+      // Selection rewrites the row first when this step generates and the
+      // request has penalties or min_tokens still masks its stop tokens.
+      PositionSampling sampling = info.sampling;
+      const bool generates = tokens > 0 && produced >= info.prompt_tokens;
+      sampling.adjust = generates && (info.penalized != 0 ||
+                                      produced - info.prompt_tokens < info.min_tokens)
+                            ? 1u
+                            : 0u;
+      v.sampling[p] = sampling;
+    }
+  }
+  // A penalized request's slot counts: reset as its prompt starts (the
+  // slot's previous request retired before this one was admitted), then
+  // each chunk marks its prompt tokens. Uniform across the block.
+  if (ok && info.penalized != 0 && rows > 0 && ran < info.prompt_tokens) {
+    std::uint32_t* counts =
+        v.token_counts + static_cast<std::size_t>(slot) * v.config.padded_vocab();
+    if (ran == 0) {
+      for (int i = threadIdx.x; i < v.config.padded_vocab(); i += blockDim.x) counts[i] = 0;
+      __syncthreads();
+    }
+    for (std::uint32_t i = threadIdx.x; i < rows && ran + i < info.prompt_tokens; i += blockDim.x) {
+      const std::int32_t token = v.sequences[sequence_index(v, item.id, ran + i)];
+      if (token >= 0 && token < v.config.vocab) atomicOr(counts + token, kInPrompt);
     }
   }
   for (std::uint32_t i = threadIdx.x; i < rows; i += blockDim.x) {
@@ -111,6 +136,7 @@ struct PositionEnd {
   DecodeRequestInfo info{};
   std::uint32_t ran = 0;     // tokens the item ran before this step
   std::uint32_t tokens = 0;  // this step's
+  std::uint32_t slot = 0;    // its batch slot (valid when entry is)
 };
 
 __device__ inline PositionEnd load_position_end(const DecoderStepView& v, const StepArgs& args,
@@ -119,6 +145,7 @@ __device__ inline PositionEnd load_position_end(const DecoderStepView& v, const 
   e.entry = v.request_of[p];
   e.ran = args.item_tokens[p];
   e.tokens = args.tokens[p];
+  e.slot = args.slots[p];
   if (e.entry < v.max_requests) e.info = v.requests[e.entry];
   return e;
 }
@@ -137,6 +164,11 @@ __device__ inline void end_position(const DecoderStepView& v, const StepArgs& ar
   if (e.tokens == 0 || produced < e.info.prompt_tokens) return;  // still reading the prompt
   const std::uint32_t generated = produced - e.info.prompt_tokens + 1;
   v.sequences[sequence_index(v, e.entry, produced)] = token;
+  if (e.info.penalized != 0 && token >= 0 && token < v.config.vocab) {
+    // The only write to the slot's counts in this kernel: every read of them
+    // (StepEndHooks::adjust) came before the selection this token ends.
+    v.token_counts[static_cast<std::size_t>(e.slot) * v.config.padded_vocab() + token] += 1;
+  }
   if (v.stream != nullptr) {
     const std::uint32_t i = generated - 1;
     // One 8-byte store into mapped memory: the host sees the word whole.
@@ -162,6 +194,41 @@ struct StepEndHooks {
   __device__ void prepare(std::uint32_t p) { end = load_position_end(v, args, p); }
   __device__ void entered(const Tile& tile) const {
     if (tile.x == 0 && tile.y == 0 && threadIdx.x == 0) stamp_step(v, args);
+  }
+  // Whether position p's logits change before its token is chosen (the
+  // same answer in every thread of p's cluster): step_begin's flag, in the
+  // sampling record selection loads anyway.
+  __device__ bool adjusts(std::uint32_t p) const { return v.sampling[p].adjust != 0; }
+  // Rewrites position p's row in place (the logits buffer is the step's
+  // own; `row` is selection's const view of it): this block's share of the
+  // vocabulary, entries [rank, vocab) strided by blocks. The caller orders
+  // these writes before every block's reads (a cluster barrier).
+  template <class T>
+  __device__ void adjust(std::uint32_t p, const T* row, unsigned rank, unsigned blocks) const {
+    const std::uint32_t entry = v.request_of[p];
+    const DecodeRequestInfo& info = v.requests[entry];
+    const std::uint32_t generated = args.item_tokens[p] + args.tokens[p] - info.prompt_tokens;
+    const bool mask = generated < info.min_tokens;
+    const std::uint32_t stops = info.stop_count < kEntryStopTokens ? info.stop_count : kEntryStopTokens;
+    const std::uint32_t* counts =
+        v.token_counts + static_cast<std::size_t>(args.slots[p]) * v.config.padded_vocab();
+    T* out = const_cast<T*>(row);
+    const int stride = static_cast<int>(blocks * blockDim.x);
+    for (int i = static_cast<int>(rank * blockDim.x + threadIdx.x); i < v.config.vocab; i += stride) {
+      const std::uint32_t c = info.penalized != 0 ? counts[i] : 0u;
+      bool stop = false;
+      if (mask) {
+        for (std::uint32_t k = 0; k < stops; ++k) stop = stop || i == info.stop_tokens[k];
+      }
+      if (stop) {
+        out[i] = decode::Storage<T>::store(-INFINITY);
+      } else if (c != 0) {
+        out[i] = decode::Storage<T>::store(PenalizedLogit(decode::Storage<T>::load(out[i]), c,
+                                                          info.presence_penalty,
+                                                          info.frequency_penalty,
+                                                          info.repetition_penalty));
+      }
+    }
   }
   __device__ void chose(std::uint32_t p, std::int32_t token) const {
     end_position(v, args, p, end, token);

@@ -57,6 +57,11 @@ struct DecoderStepView {
   // run): a nonzero cancel[e] finishes entry e's item at its next generated
   // token.
   const volatile std::uint32_t* cancel = nullptr;
+  // Token counts by batch slot ([max_batch, padded_vocab], request_table.h's
+  // kInPrompt | generated count), kept only for a slot whose request has
+  // penalties: reset and marked with the prompt by step_begin as the prompt
+  // is read, counted by the step's end, read by token selection.
+  std::uint32_t* token_counts = nullptr;
 };
 
 inline constexpr std::uint32_t kNoRequest = 0xffffffffu;

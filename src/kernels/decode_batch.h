@@ -99,7 +99,9 @@ struct PositionSampling {
   float temperature = 0.0f;  // <= 0 (or NaN): greedy
   std::uint32_t top_k = 0;   // 0 (or >= vocab): off
   float top_p = 1.0f;        // >= 1 (or NaN): off
-  std::uint32_t pad = 0;
+  // Nonzero: the caller's selection hooks rewrite the row before it is read
+  // (the decoder's penalties and min_tokens; select_body.cuh's adjust).
+  std::uint32_t adjust = 0;
   unsigned long long seed = 0;
 };
 static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte device record");

@@ -29,10 +29,18 @@ namespace baton::detail::decode {
 // in the same kernel): prepare(p) runs before the wait for the previous node
 // in the one thread that will store position p's token (to load what is
 // already final), entered(tile) in every thread once the previous node is
-// done, chose(p, token) in the thread that stores position p's token.
+// done, chose(p, token) in the thread that stores position p's token. When
+// adjusts(p) (the same in every thread of p's cluster), every thread calls
+// adjust(p, row, rank, blocks) first, which may rewrite the row's entries
+// [rank, vocab) strided by blocks * blockDim.x in place (the penalties and
+// min_tokens of the decoder's requests); selection reads the row after a
+// cluster barrier.
 struct NoSelectHooks {
   __device__ void prepare(std::uint32_t) {}
   __device__ void entered(const Tile&) const {}
+  __device__ bool adjusts(std::uint32_t) const { return false; }
+  template <class T>
+  __device__ void adjust(std::uint32_t, const T*, unsigned, unsigned) const {}
   __device__ void chose(std::uint32_t, std::int32_t) const {}
 };
 
@@ -97,6 +105,20 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   }
   // Rows are padded_vocab() apart; the padding is never a candidate.
   const T* row = logits + static_cast<std::size_t>(p) * config.padded_vocab();
+  if (hooks.adjusts(p)) {
+    // Writes before reads, across the cluster. The gather arrived on the
+    // cluster barrier at its construction: wait (every block started),
+    // write, arrive and wait (the writes are seen), and arrive again so that
+    // the gather's send or leave finds the barrier as it left it.
+    if (gather.split()) cluster.barrier_wait();
+    hooks.adjust(p, row, cluster.block_rank(), cluster.num_blocks());
+    if (gather.split()) {
+      cluster.sync();
+      cluster.barrier_arrive();
+    } else {
+      __syncthreads();
+    }
+  }
   Candidate best;
   if constexpr (!Sample) {
     best = best_in_row<T, false>(row, config.vocab, 1.0f, 0, 0, 0);

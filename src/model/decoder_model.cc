@@ -201,6 +201,10 @@ absl::Status DecoderModel::Impl::AllocateState() {
   BATON_RETURN_IF_ERROR(Allocate(sequence_ids_, b, s));
   BATON_RETURN_IF_ERROR(Allocate(sequence_steps_, b, s));
   BATON_RETURN_IF_ERROR(Allocate(sampling_, b, s));
+  // Penalties' token counts: a word per vocabulary entry per slot (128256
+  // entries: 0.5 MB a slot), reset by step_begin when a penalized request
+  // takes the slot.
+  BATON_RETURN_IF_ERROR(Allocate(token_counts_, std::size_t{b} * c.padded_vocab(), s));
   BATON_RETURN_IF_ERROR(Allocate(request_of_, b, s));
   BATON_RETURN_IF_ERROR(Allocate(logit_rows_, b, s));
   BATON_RETURN_IF_ERROR(Allocate(step_end_ns_, options_.step_clock_size, s));
@@ -246,6 +250,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
   view_.stream = stream_words_.device();
   view_.stream_window = stream_words_.window();
   view_.cancel = cancel_.data();
+  view_.token_counts = token_counts_.data();
   return absl::OkStatus();
 }
 

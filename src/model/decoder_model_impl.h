@@ -94,6 +94,7 @@ class DecoderModel::Impl {
   DeviceBuffer<std::uint64_t> sequence_ids_;
   DeviceBuffer<std::uint32_t> sequence_steps_, request_of_, logit_rows_;
   DeviceBuffer<PositionSampling> sampling_;
+  DeviceBuffer<std::uint32_t> token_counts_;  // [max_batch, padded_vocab] (step_view.h)
   DeviceBuffer<unsigned long long> step_end_ns_;
   DeviceBuffer<DecodeRequestInfo> requests_;
   DeviceBuffer<std::int32_t> sequences_;

@@ -61,6 +61,14 @@ absl::Status DecoderModel::Impl::WriteRequests(std::uint32_t first,
     const SamplingParams sampling = r.sampling.value_or(options_.sampling);
     info.sampling =
         PositionSampling{sampling.temperature, sampling.top_k, sampling.top_p, 0, sampling.seed};
+    info.min_tokens = sampling.min_tokens;
+    info.presence_penalty = sampling.presence_penalty;
+    info.frequency_penalty = sampling.frequency_penalty;
+    info.repetition_penalty = sampling.repetition_penalty;
+    info.penalized = HasPenalties(sampling.presence_penalty, sampling.frequency_penalty,
+                                  sampling.repetition_penalty)
+                         ? 1u
+                         : 0u;
     info.stop_count = static_cast<std::uint32_t>(r.stop_tokens.size());
     std::copy(r.stop_tokens.begin(), r.stop_tokens.end(), info.stop_tokens);
     std::copy(r.prompt.begin(), r.prompt.end(), rows.begin() + i * row);

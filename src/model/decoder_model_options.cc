@@ -2,6 +2,7 @@
 // (decoder_model_test.cc).
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +34,20 @@ absl::Status ValidateSamplingParams(const SamplingParams& sampling, absl::string
   if (!(sampling.top_p > 0.0f) || std::isinf(sampling.top_p)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ".top_p is ", sampling.top_p,
                                                    "; use a value in (0, 1] (1: no top-p filter)"));
+  }
+  // OpenAI's range for its two penalties; NaN fails both comparisons.
+  for (const auto& [name, value] : {std::pair<const char*, float>{"presence_penalty",
+                                                                  sampling.presence_penalty},
+                                    {"frequency_penalty", sampling.frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ".", name, " is ", value, "; use a value in [-2, 2] (0: off)"));
+    }
+  }
+  if (!(sampling.repetition_penalty > 0.0f) || std::isinf(sampling.repetition_penalty)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ".repetition_penalty is ", sampling.repetition_penalty,
+                     "; use a finite value > 0 (1: off; above 1 discourages repetition)"));
   }
   return absl::OkStatus();
 }
@@ -154,6 +169,11 @@ absl::Status ValidateDecodeRequest(const DecoderConfig& config, const DecodeRequ
   }
   if (request.sampling.has_value()) {
     BATON_RETURN_IF_ERROR(ValidateSamplingParams(*request.sampling, "DecodeRequest::sampling"));
+    if (request.sampling->min_tokens > request.max_new_tokens) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "DecodeRequest::sampling.min_tokens is %u, more than max_new_tokens (%u): lower it",
+          request.sampling->min_tokens, request.max_new_tokens));
+    }
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "baton/decoder_model.h"
 
 namespace baton {
@@ -72,6 +73,21 @@ TEST(DecodeRequestTest, EachBadFieldIsNamedWithItsFix) {
   r.sampling = SamplingParams{1.0f, 1, 0, 0.0f};
   ExpectInvalid(ValidateDecodeRequest(Config(), r),
                 "DecodeRequest::sampling.top_p is 0; use a value in (0, 1]");
+  r.sampling = SamplingParams{1.0f, 1, 0, 1.0f, 2.5f};
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::sampling.presence_penalty is 2.5; use a value in [-2, 2]");
+  r.sampling = SamplingParams{1.0f, 1, 0, 1.0f, 0.0f, NAN};
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::sampling.frequency_penalty is nan");
+  r.sampling = SamplingParams{1.0f, 1, 0, 1.0f, 0.0f, 0.0f, 0.0f};
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::sampling.repetition_penalty is 0; use a finite value > 0");
+  r.sampling = SamplingParams{1.0f, 1, 0, 1.0f, -2.0f, 2.0f, 0.5f, r.max_new_tokens};
+  EXPECT_TRUE(ValidateDecodeRequest(Config(), r).ok()) << "the limits themselves pass";
+  r.sampling->min_tokens = r.max_new_tokens + 1;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                absl::StrCat("DecodeRequest::sampling.min_tokens is ", r.max_new_tokens + 1,
+                             ", more than max_new_tokens"));
 }
 
 TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {

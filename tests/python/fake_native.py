@@ -58,7 +58,9 @@ class FakeServer:
                 raise errors.ResourceExhaustedError(f"{len(requests)} requests submitted, "
                                                     f"{self.max_requests - len(self.live)} entries free")
             ids = []
-            for prompt, max_new, stops, temperature, top_k, top_p, seed, sequence in requests:
+            self.last_submitted = list(requests)
+            # The penalties and min_tokens (fields 8 to 11) change logits this rule does not have.
+            for prompt, max_new, stops, temperature, top_k, top_p, seed, sequence, *_ in requests:
                 rid = self.next_id
                 self.next_id += 1
                 self.live[rid] = dict(prompt=list(prompt), max_new=max_new, stops=set(stops),

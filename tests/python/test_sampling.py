@@ -30,9 +30,12 @@ def test_stops_are_normalized_in_order_once_each():
     ({"top_p": 1.5}, ValueError, ["top_p", "1.5"]),
     ({"top_k": -2}, ValueError, ["top_k", "0 or -1 (off)"]),
     ({"n": 0}, ValueError, ["n", "1 to 64"]),
-    ({"presence_penalty": 0.5}, ValueError, ["presence_penalty", "0.5", "does not compute", "0.0"]),
+    ({"presence_penalty": 2.5}, ValueError, ["presence_penalty", "2.5", "[-2, 2]"]),
+    ({"frequency_penalty": math.inf}, ValueError, ["frequency_penalty", "finite"]),
+    ({"repetition_penalty": 0.0}, ValueError, ["repetition_penalty", "> 0"]),
+    ({"min_tokens": 17}, ValueError, ["min_tokens", "max_tokens (16)"]),
     ({"logprobs": 5}, ValueError, ["logprobs", "does not compute"]),
-    ({"min_tokens": 3}, ValueError, ["min_tokens", "leave it at 0"]),
+    ({"min_p": 0.1}, ValueError, ["min_p", "leave it at 0.0"]),
     ({"best_of": 2}, ValueError, ["best_of"]),
     ({"temprature": 0.5}, TypeError, ["no field 'temprature'", "temperature", "max_tokens"]),
     ({"top_k": (1 << 18) + 1}, ValueError, ["top_k"]),
@@ -60,8 +63,7 @@ def test_limits_themselves_are_accepted():
 
 
 def test_vllm_names_at_their_off_values_are_accepted():
-    p = SamplingParams(top_k=-1, presence_penalty=0.0, frequency_penalty=0, repetition_penalty=1.0, min_tokens=0,
-                       logprobs=None, min_p=0.0, best_of=1)
+    p = SamplingParams(top_k=-1, logprobs=None, min_p=0.0, best_of=1, prompt_logprobs=None)
     assert p.top_k == 0 and p.n == 1
 
 

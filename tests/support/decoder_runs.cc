@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
 
 #include "baton/runtime.h"
 #include "baton/trace_event.h"
@@ -250,12 +253,31 @@ int CheckAgainstReference(reference::StepReference& ref, const DecodeRequest& re
   std::vector<float> logits;
   for (std::int32_t t : request.prompt) logits = ref.Step(t);
   int ties = 0;
+  const SamplingParams used = request.sampling.value_or(sampling);
+  // The penalties and min_tokens from their definitions (baton/decoder_config.h,
+  // vLLM's apply_penalties and min_tokens), in double: the repetition
+  // penalty on every token of the prompt or generated so far, then the
+  // frequency and presence penalties on the generated ones; the stop tokens
+  // out of reach before min_tokens. (The device stores the adjusted logit in
+  // the logits' 16-bit type: within the tie margin of these.)
+  std::map<int, int> generated;
+  std::set<int> seen(request.prompt.begin(), request.prompt.end());
   for (std::size_t g = 0; g < tokens.size(); ++g) {
     const int vocab = static_cast<int>(logits.size());
-    std::vector<double> scores(logits.begin(), logits.end());
-    const SamplingParams used = request.sampling.value_or(sampling);
+    std::vector<float> adjusted = logits;
+    for (const int t : seen) {
+      double x = adjusted[t];
+      x = x > 0.0 ? x / used.repetition_penalty : x * used.repetition_penalty;
+      const auto n = generated.find(t);
+      if (n != generated.end()) x -= used.frequency_penalty * n->second + used.presence_penalty;
+      adjusted[t] = static_cast<float>(x);
+    }
+    if (g < used.min_tokens) {
+      for (const std::int32_t s : request.stop_tokens) adjusted[s] = -INFINITY;
+    }
+    std::vector<double> scores(adjusted.begin(), adjusted.end());
     if (used.temperature > 0.0f) {
-      scores = reference::SampleScores(logits.data(), vocab, used.temperature, used.seed,
+      scores = reference::SampleScores(adjusted.data(), vocab, used.temperature, used.seed,
                                        request.sequence_id, static_cast<std::uint32_t>(g));
     }
     const int best =
@@ -267,6 +289,10 @@ int CheckAgainstReference(reference::StepReference& ref, const DecodeRequest& re
           << (got >= 0 && got < vocab ? scores[got] : 0.0) << "), reference " << best << " (score "
           << scores[best] << ")";
       ++ties;
+    }
+    if (got >= 0 && got < vocab) {
+      ++generated[got];
+      seen.insert(got);
     }
     if (g + 1 < tokens.size()) logits = ref.Step(got);
   }

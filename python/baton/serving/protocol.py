@@ -3,9 +3,9 @@ error objects. Pure functions of their arguments (no engine, no GPU): the CPU te
 
 Every refusal is an ApiError that renders as OpenAI's error object, {"error": {"message", "type", "param",
 "code"}}, its message naming the field, the value and what is accepted. The fields follow OpenAI's API and
-vLLM's extensions (top_k, stop_token_ids, ignore_eos, skip_special_tokens); the fields Baton does not compute
-yet (log-probabilities, penalties, min_tokens, ...) are accepted at their "off" value (null, 0, 1) and refused
-otherwise, and an unknown field is refused by name.
+vLLM's extensions (top_k, stop_token_ids, ignore_eos, skip_special_tokens, repetition_penalty, min_tokens); the
+fields Baton does not compute yet (log-probabilities, min_p, logit_bias, ...) are accepted at their "off" value
+(null, 0) and refused otherwise, and an unknown field is refused by name.
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class Defaults:
 
 # Fields Baton reads (besides the endpoint's own), fields it accepts at their "off" value, fields it ignores.
 _SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "top_k", "n", "seed", "stop", "stop_token_ids",
-                    "ignore_eos", "skip_special_tokens", "stream", "stream_options")
-_OFF = {"presence_penalty": (0, 0.0, None), "frequency_penalty": (0, 0.0, None),
-        "repetition_penalty": (1, 1.0, None), "min_tokens": (0, None), "min_p": (0, 0.0, None),
+                    "ignore_eos", "skip_special_tokens", "stream", "stream_options", "presence_penalty",
+                    "frequency_penalty", "repetition_penalty", "min_tokens")
+_OFF = {"min_p": (0, 0.0, None),
         "logit_bias": (None, {}), "best_of": (None, 1), "prompt_logprobs": (None,), "logprobs": (None, False, 0),
         "top_logprobs": (None, 0)}
 _IGNORED = ("user", "metadata", "store", "service_tier")
@@ -159,6 +159,10 @@ def _sampling(body: Mapping[str, Any], defaults: Defaults, max_tokens_field: str
                                         for t in stop_ids):
         raise bad("stop_token_ids", f"'stop_token_ids' is {json.dumps(stop_ids)[:80]}; expected token ids >= 0")
     flags = {name: _get(body, name, (bool,), "true or false") for name in ("ignore_eos", "skip_special_tokens")}
+    penalties = {name: _get(body, name, (int, float), what) for name, what in (
+        ("presence_penalty", "a number in [-2, 2]"), ("frequency_penalty", "a number in [-2, 2]"),
+        ("repetition_penalty", "a number > 0"))}
+    min_tokens = _get(body, "min_tokens", (int,), "an integer >= 0")
     try:
         sampling = SamplingParams(
             max_tokens=max_tokens if max_tokens is not None else default_max_tokens,
@@ -167,7 +171,12 @@ def _sampling(body: Mapping[str, Any], defaults: Defaults, max_tokens_field: str
             top_k=top_k if top_k is not None else defaults.top_k,
             seed=seed, stop=stop, stop_token_ids=stop_ids or (), n=n or 1,
             ignore_eos=bool(flags["ignore_eos"]),
-            skip_special_tokens=flags["skip_special_tokens"] is not False)
+            skip_special_tokens=flags["skip_special_tokens"] is not False,
+            presence_penalty=float(penalties["presence_penalty"] or 0.0),
+            frequency_penalty=float(penalties["frequency_penalty"] or 0.0),
+            repetition_penalty=float(penalties["repetition_penalty"] if penalties["repetition_penalty"] is not None
+                                     else 1.0),
+            min_tokens=min_tokens or 0)
     except (TypeError, ValueError) as e:  # a limit of the device's (top_k past the vocabulary, stop ids)
         text = str(e)
         field = None
@@ -310,6 +319,9 @@ def check_length(prompt_tokens: int, request: GenerationRequest, max_context: in
             raise bad(request.max_tokens_field, f"the prompt ({prompt_tokens} tokens) and max_tokens "
                                                 f"({sampling.max_tokens}) exceed {what}: ask for at most "
                                                 f"{limit - prompt_tokens}")
+        if limit - prompt_tokens < sampling.min_tokens:
+            raise bad("min_tokens", f"min_tokens is {sampling.min_tokens}, but after the prompt ({prompt_tokens} "
+                                    f"tokens) {what} leaves {limit - prompt_tokens}")
         sampling = sampling.replace(max_tokens=limit - prompt_tokens)
     return sampling
 
