@@ -112,6 +112,11 @@ struct SamplingParams {
   std::uint32_t min_tokens = 0;     // <= max_new_tokens; 0: off
 };
 
+// The most top alternatives a request's logprobs may ask for (vLLM's and
+// OpenAI's top_logprobs limit): DecodeRequest::logprobs,
+// DecoderModelOptions::max_logprobs.
+inline constexpr std::uint32_t kMaxLogprobs = 20;
+
 // Whether a request's logits need its token counts (DecoderModel keeps them
 // per batch slot only for such requests).
 BATON_HOST_DEVICE constexpr bool HasPenalties(float presence, float frequency, float repetition) {

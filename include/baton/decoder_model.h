@@ -98,6 +98,19 @@ struct DecodeRequest {
   // bucket with DecoderGemm::kBatonGemv.
   std::optional<SamplingParams> sampling;
   std::uint64_t sequence_id = 0;  // sampling key (ignored when greedy)
+  // -1: none. 0..DecoderModelOptions::max_logprobs: each generated token's
+  // log-probability and this many top alternatives (ReadLogprobs), computed
+  // on the device by the step that chose it: the log-softmax, in float, of
+  // the model's own logits (vLLM's default "raw" logprobs: before the
+  // penalties, min_tokens, temperature, top-k and top-p).
+  std::int32_t logprobs = -1;
+};
+
+// One generated token's log-probabilities (DecoderModel::ReadLogprobs).
+struct TokenLogprobs {
+  float logprob = 0.0f;                 // the chosen token's
+  std::vector<std::int32_t> top_tokens;  // the best `logprobs` tokens, best first (ties: lower id)
+  std::vector<float> top_logprobs;       // theirs
 };
 
 struct DecoderModelOptions {
@@ -163,6 +176,15 @@ struct DecoderModelOptions {
   // tokens stay in mapped host memory (a power of two in [1, 65536]); older
   // ones a reader missed are copied from the device.
   std::uint32_t stream_window = 256;
+  // Top alternatives a request's logprobs may ask for (at most kMaxLogprobs;
+  // 0: logprobs off, no buffers). Each generated token's record (8 + 8 *
+  // max_logprobs bytes: 168 at 20) sits beside its token in the stream's
+  // window of mapped host memory: max_requests * stream_window records
+  // (42 MiB at the defaults); a reader more than stream_window tokens behind
+  // loses them (ReadLogprobs says so). A request with logprobs also keeps a
+  // raw copy of the logits its penalties rewrite ([max_batch, vocab] of the
+  // model's dtype on the device).
+  std::uint32_t max_logprobs = kMaxLogprobs;
   // Called from Create's thread as the weights reach the GPU: bytes uploaded
   // so far and in all (after each tensor; a front end draws a progress bar).
   // Empty: none.
@@ -238,6 +260,17 @@ class DecoderModel {
   // the tokens produced appends nothing.
   [[nodiscard]] absl::StatusOr<std::uint32_t> ReadStream(std::uint32_t entry, std::uint32_t from,
                                                          std::vector<std::int32_t>& out) const;
+
+  // The log-probabilities of entry `entry`'s generated tokens [from, to)
+  // (a request written with logprobs >= 0), appended to `out`: like
+  // ReadStream, without synchronizing, for tokens already read from the
+  // stream or counted by the completion. FailedPrecondition for a request
+  // without logprobs or a token not yet generated; DataLoss when a token's
+  // record left the window (the reader fell more than stream_window tokens
+  // behind: raise stream_window or read more often); OutOfRange past the
+  // table.
+  [[nodiscard]] absl::Status ReadLogprobs(std::uint32_t entry, std::uint32_t from,
+                                          std::uint32_t to, std::vector<TokenLogprobs>& out) const;
 
   // Ends entry `entry`'s generation early: the step that generates its next
   // token finishes the item with it, as a stop token would (its completion's

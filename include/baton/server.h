@@ -45,11 +45,17 @@ struct ServerOptions {
 };
 
 // New tokens of one request, in order; `finished` on its last event (the
-// tokens then end the generation: `generated` tokens in all).
+// tokens then end the generation: `generated` tokens in all). A request
+// written with logprobs gets theirs, one per token, or, when they were lost
+// (DecoderModel::ReadLogprobs' DataLoss: the reader fell more than
+// stream_window tokens behind), `logprobs_error` says so and the rest of its
+// events carry none.
 struct ServerEvent {
   std::uint64_t id = 0;
   std::vector<std::int32_t> tokens;
   bool finished = false;
+  std::vector<TokenLogprobs> logprobs;
+  std::string logprobs_error;
 };
 
 // Checks everything that needs no GPU (the model's and the runtime's options).
@@ -101,7 +107,11 @@ class Server {
     bool busy = false;
     std::uint64_t id = 0;    // the request it holds
     std::uint32_t seen = 0;  // tokens already returned in events
+    bool logprobs = false;   // its request asked, and none were lost yet
   };
+  // Appends tokens [from, to)'s logprobs to the event (or the loss).
+  absl::Status AddLogprobs(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                           ServerEvent& event);
   Server(const ServerOptions& options, std::unique_ptr<DecoderModel> model,
          std::unique_ptr<Runtime> runtime);
   // One pass over the stream and the mailbox; appends to `events`.

@@ -8,6 +8,8 @@ Public classes:
     LLM: loads a checkpoint and serves requests (generate, stream, submit); `baton.llm`.
     Request, RequestOutput, CompletionOutput, StreamDelta: a submitted request, its result (vLLM's shape: one
         CompletionOutput per completion), and what one step added.
+    Logprob: one token's log-probability, rank and text (vLLM's; `baton.logprobs`): CompletionOutput.logprobs
+        holds one {token_id: Logprob} per generated token when SamplingParams.logprobs asks.
     AsyncLLM: the LLM for asyncio code (`baton.async_llm`); the HTTP server is `baton.serving`.
     SamplingParams: how a request's tokens are chosen and when it stops (`baton.sampling`).
     TextCodec: a checkpoint's tokenizer and chat template; Detokenizer and StopMatcher stream text from
@@ -22,6 +24,7 @@ command line is `python -m baton generate|serve|bench` (`baton.cli`).
 from baton.errors import (BatonError, DeviceError, InvalidArgumentError, NoGPUError, NotFoundError,
                           ResourceExhaustedError)
 from baton.llm import LLM, CompletionOutput, Request, RequestOutput, StreamDelta
+from baton.logprobs import Logprob
 from baton.sampling import SamplingParams
 from baton.text import Detokenizer, StopMatcher, TextCodec
 
@@ -35,6 +38,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["LLM", "Request", "RequestOutput", "CompletionOutput", "StreamDelta", "SamplingParams", "MAX_STOP_TOKENS",
-           "TextCodec",
+           "Logprob", "TextCodec",
            "Detokenizer", "StopMatcher", "BatonError", "InvalidArgumentError", "NotFoundError",
            "ResourceExhaustedError", "DeviceError", "NoGPUError"]

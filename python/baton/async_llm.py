@@ -57,16 +57,14 @@ class AsyncLLM:
         return requests
 
     async def stream(self, request: Request) -> AsyncIterator[StreamDelta]:
-        """Yields what each step added to `request` until it finishes. Cancelled or closed early, it cancels
-        the request on the device."""
+        """Yields what each step added to `request` (its tokens' logprobs too, when it asked) until it
+        finishes. Cancelled or closed early, it cancels the request on the device. Raises what ended it
+        otherwise: the pump's failure, or BatonError when the request's logprobs were lost."""
         event: asyncio.Event = request._async_event  # type: ignore[attr-defined]
         try:
             while True:
                 event.clear()
-                delta = request.poll()
-                error = getattr(request, "_error", None)
-                if error is not None:
-                    raise error
+                delta = request.poll()  # raises the request's error (Request._error)
                 if delta.token_ids or delta.text or delta.finished:
                     yield delta
                 if delta.finished:
@@ -105,7 +103,7 @@ class AsyncLLM:
         self.error = error
         with self.llm._lock:
             for request in self.llm._live.values():
-                request._error = error  # type: ignore[attr-defined]
+                request._error = error
                 request._deliver([], True)
 
     def stop(self) -> None:

@@ -102,8 +102,9 @@ def summarize(driver: str, rate: float, timings: Sequence[Timing]) -> Dict[str, 
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
 
 
-def run_baton(llm: Any, trace: Sequence[TraceRequest], label: str) -> List[Timing]:
-    """Replays the trace open-loop: each request is submitted at its arrival time, whatever is running."""
+def run_baton(llm: Any, trace: Sequence[TraceRequest], label: str, logprobs: Optional[int] = None) -> List[Timing]:
+    """Replays the trace open-loop: each request is submitted at its arrival time, whatever is running (with
+    `logprobs`, every request asks for them: their cost on the device and in the host's reshaping)."""
     from baton.sampling import SamplingParams
 
     timings = [Timing(0.0) for _ in trace]
@@ -117,7 +118,7 @@ def run_baton(llm: Any, trace: Sequence[TraceRequest], label: str) -> List[Timin
             item = trace[submitted]
             timings[submitted].arrival_s = start + item.arrival_s
             live[submitted] = llm.submit(item.prompt, SamplingParams(max_tokens=item.output_tokens,
-                                                                     ignore_eos=True))
+                                                                     ignore_eos=True, logprobs=logprobs))
             submitted += 1
         for index in list(live):
             delta = live[index].poll()
@@ -211,6 +212,8 @@ def _texts(model_dir: str, trace: Sequence[TraceRequest]) -> List[str]:
 
 def run_url(args: argparse.Namespace) -> int:
     """bench --url: the trace through a server (the model directory gives the tokenizer and the vocabulary)."""
+    if args.logprobs is not None:
+        raise SystemExit("bench: --logprobs runs in-process only; leave out --url")
     config = json.loads((Path(args.model) / "config.json").read_text())
     vocab, context = config["vocab_size"], args.max_context or config.get("max_position_embeddings")
     rows = []
@@ -241,6 +244,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace-seed", type=int, default=0)
     parser.add_argument("--warmup", type=int, default=8, help="requests run before timing")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--logprobs", type=int, help="every request asks for its tokens' logprobs and this many top "
+                                                     "alternatives (in-process only; rows named +logprobsN)")
 
 
 def rates_of(text: str) -> List[float]:
@@ -258,8 +263,9 @@ def run(args: argparse.Namespace, make_llm: Callable[..., Any]) -> int:
                   "warm-up")
         for rate in rates_of(args.rates):
             trace = make_trace(args.requests, rate, args.lengths, vocab, args.trace_seed, context)
-            timings = run_baton(llm, trace, f"baton rate {rate:g}")
-            rows.append(summarize(f"baton-{llm.info['engine']}", rate, timings))
+            timings = run_baton(llm, trace, f"baton rate {rate:g}", args.logprobs)
+            suffix = "" if args.logprobs is None else f"+logprobs{args.logprobs}"
+            rows.append(summarize(f"baton-{llm.info['engine']}{suffix}", rate, timings))
         info = dict(llm.info)
     print_rows(rows)
     if args.json:

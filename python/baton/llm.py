@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 
 from baton import errors
 from baton import sampling as sampling_module
+from baton.logprobs import TokenLogprobs, cumulative, token_logprobs
 from baton.sampling import SamplingParams
 from baton.text import Detokenizer, StopMatcher, TextCodec
 
@@ -41,9 +42,12 @@ class CompletionOutput:
         index: which of the prompt's n completions.
         text: the generated text, ending before the first stop string.
         token_ids: the generated tokens, up to and including a stop token (cut after a stop string's token).
-        finish_reason: "stop" (a stop token or string), "length" (max_tokens) or "cancelled" (Request.cancel).
+        finish_reason: "stop" (a stop token or string), "length" (max_tokens) or "cancelled" (Request.cancel);
+            "error" for a request that raised (its logprobs were lost).
         stop_reason: the stop string or stop token id that ended it (None otherwise).
-        logprobs, cumulative_logprob: None (Baton does not compute log-probabilities yet).
+        logprobs: with SamplingParams.logprobs = N, one dict {token_id: Logprob} per token of token_ids (the
+            top N and the chosen token: N or N + 1 entries; baton.logprobs); None otherwise.
+        cumulative_logprob: the sum of the chosen tokens' log-probabilities (None without logprobs).
     """
 
     index: int
@@ -51,8 +55,8 @@ class CompletionOutput:
     token_ids: List[int]
     finish_reason: str
     stop_reason: Union[str, int, None] = None
-    logprobs: None = None
-    cumulative_logprob: None = None
+    logprobs: Optional[List[TokenLogprobs]] = None
+    cumulative_logprob: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -88,12 +92,14 @@ class RequestOutput:
 
 @dataclasses.dataclass
 class StreamDelta:
-    """What one step added to a streamed request: new token ids and the text they completed."""
+    """What one step added to a streamed request: new token ids and the text they completed (and, with
+    SamplingParams.logprobs, one {token_id: Logprob} dict per new token)."""
 
     token_ids: List[int]
     text: str
     finished: bool
     finish_reason: Optional[str] = None
+    logprobs: Optional[List[TokenLogprobs]] = None
 
 
 class Request:
@@ -109,7 +115,12 @@ class Request:
         self.index = index
         self._stop_ids = frozenset(stop_ids)
         self.token_ids: List[int] = []
+        # One {token_id: Logprob} per token of token_ids when the request asked for logprobs.
+        self.logprobs: Optional[List[TokenLogprobs]] = [] if sampling.logprobs is not None else None
         self._pending: List[int] = []  # delivered by the pump, not yet consumed
+        self._pending_logprobs: List[Any] = []  # the native records of _pending's tokens (with logprobs)
+        # Set when the device could not deliver the logprobs (or AsyncLLM's pump failed): poll() raises it.
+        self._error: Optional[Exception] = None
         self._device_done = False
         self._finish_reason: Optional[str] = None
         self.stop_reason: Union[str, int, None] = None
@@ -126,9 +137,16 @@ class Request:
     def finished(self) -> bool:
         return self._finish_reason is not None
 
-    def _deliver(self, tokens: List[int], finished: bool) -> None:  # the pump, under LLM._lock
-        if self._finish_reason is None:
+    def _deliver(self, tokens: List[int], finished: bool, logprobs: Any = None) -> None:  # under LLM._lock
+        if isinstance(logprobs, str) and self._error is None:
+            # The records were overwritten before the host read them (it fell more than stream_window tokens
+            # behind): the request cannot be answered as asked, so it ends with the native message (its later
+            # events carry tokens without records: they are dropped with it).
+            self._error = errors.BatonError(logprobs)
+        if self._finish_reason is None and self._error is None:
             self._pending.extend(tokens)
+            if logprobs is not None:
+                self._pending_logprobs.extend(logprobs)
         self._device_done = self._device_done or finished
         if self.on_event is not None:
             self.on_event()
@@ -138,9 +156,18 @@ class Request:
         the request finished (LLM.wait brings new tokens in)."""
         with self._llm._lock:
             tokens, self._pending = self._pending, []
+            records, self._pending_logprobs = self._pending_logprobs, []
             device_done = self._device_done
+            error = self._error
+        if error is not None:
+            if not self.finished:
+                if device_done:  # AsyncLLM's failed pump: the device is gone, nothing to cancel
+                    self._finish_reason = "error"
+                else:
+                    self._finish("error")  # the device stops it at its next token
+            raise error
         if self.finished:
-            return StreamDelta([], "", True, self._finish_reason)
+            return StreamDelta([], "", True, self._finish_reason, [] if self.logprobs is not None else None)
         kept: List[int] = []
         text = ""
         for token in tokens:
@@ -156,6 +183,10 @@ class Request:
             else:
                 text += piece
         self.token_ids.extend(kept)
+        logprobs = None
+        if self.logprobs is not None:  # the kept tokens' (a stop string drops the rest, tokens and records)
+            logprobs = [token_logprobs(t, r, self._llm._token_text) for t, r in zip(kept, records)]
+            self.logprobs.extend(logprobs)
         if not self.finished and device_done:
             tail = self._detok.finish() if self._detok is not None else ""
             if self._stops is not None:
@@ -171,10 +202,10 @@ class Request:
                 self.stop_reason = last
             self._finish_reason = "stop" if self.stop_reason is not None else "length"
         self._text_parts.append(text)
-        return StreamDelta(kept, text, self.finished, self._finish_reason)
+        return StreamDelta(kept, text, self.finished, self._finish_reason, logprobs)
 
     def _finish(self, reason: str) -> None:
-        # A stop string (or cancel()) ends the request here, and the device at its next token
+        # A stop string, cancel() or an error ends the request here, and the device at its next token
         # (DecoderModel::Cancel); tokens it made meanwhile are dropped.
         self._finish_reason = reason
         self._llm._server.cancel(self.id)
@@ -201,11 +232,14 @@ class Request:
 
     def output(self) -> CompletionOutput:
         """This completion as it stands (final once finished)."""
+        logprobs = list(self.logprobs) if self.logprobs is not None else None
         return CompletionOutput(self.index, self.text, list(self.token_ids), self._finish_reason or "length",
-                                self.stop_reason)
+                                self.stop_reason, logprobs,
+                                cumulative(logprobs, self.token_ids) if logprobs is not None else None)
 
     def result(self) -> RequestOutput:
-        """Waits for the request to finish (the GIL released) and returns it."""
+        """Waits for the request to finish (the GIL released) and returns it. Raises BatonError when the
+        device could not deliver the logprobs it asked for (the message says why)."""
         for _ in self:
             pass
         return RequestOutput(str(self.id), self.prompt, self.prompt_token_ids, [self.output()])
@@ -238,6 +272,8 @@ class LLM:
             "cublaslt".
         engine: "conditional", "tail-launch" or "dynamic-parallelism".
         stream_window: generated tokens per request kept in mapped host memory for streaming.
+        max_logprobs: the most top alternatives a request's SamplingParams.logprobs may ask for (at most 20;
+            0: log-probabilities off, and their buffers not allocated); a request asking more is refused.
         load_progress: draw a progress bar on stderr while the weights load (None: when stderr is a terminal).
 
     Raises:
@@ -252,13 +288,13 @@ class LLM:
                  max_tokens_without_decodes: Optional[int] = None, max_chunk_tokens: Optional[int] = None,
                  max_requests: Optional[int] = None, dtype: Optional[str] = None, gemm: Optional[str] = None,
                  engine: Optional[str] = None, stream_window: Optional[int] = None,
-                 load_progress: Optional[bool] = None) -> None:
+                 max_logprobs: Optional[int] = None, load_progress: Optional[bool] = None) -> None:
         native = _native()
         self.model_dir = pathlib.Path(model)
         given = dict(max_batch=max_batch, max_context=max_context, max_tokens_per_step=max_tokens_per_step,
                      max_tokens_without_decodes=max_tokens_without_decodes, max_chunk_tokens=max_chunk_tokens,
                      max_requests=max_requests, dtype=dtype, gemm=gemm, engine=engine,
-                     stream_window=stream_window)
+                     stream_window=stream_window, max_logprobs=max_logprobs)
         options = dict(checkpoint=str(self.model_dir), **defaults())
         options.update({name: value for name, value in given.items() if value is not None})
         for name, value in options.items():
@@ -274,6 +310,8 @@ class LLM:
                                     "NVIDIA GPU (built for sm_90, H100/H200, unless BATON_CUDA_ARCHITECTURES "
                                     "said otherwise); check nvidia-smi and CUDA_VISIBLE_DEVICES")
         self._codec = TextCodec.from_dir(self.model_dir) if (self.model_dir / "tokenizer.json").exists() else None
+        self.max_logprobs: int = options["max_logprobs"]
+        self._token_texts: Dict[int, str] = {}  # token id -> its text alone (Logprob.decoded_token)
         self._lock = threading.Lock()       # the live requests and their pending tokens
         self._pump_lock = threading.Lock()  # one thread polls the server at a time
         self._live: Dict[int, Request] = {}
@@ -297,6 +335,16 @@ class LLM:
                                               "ids, or add the checkpoint's tokenizer.json")
         return self._codec
 
+    def _token_text(self, token: int) -> Optional[str]:
+        """A token id decoded alone, special tokens kept (as vLLM decodes Logprob.decoded_token); None without
+        a tokenizer. Cached: logprobs decode N + 1 tokens per generated token."""
+        if self._codec is None:
+            return None
+        text = self._token_texts.get(token)
+        if text is None:
+            text = self._token_texts[token] = self._codec.decode([token], skip_special_tokens=False)
+        return text
+
     def encode(self, prompt: Prompt, chat: bool = False) -> List[int]:
         """A prompt's token ids: a string through the tokenizer (as a user turn of the chat template when
         chat is True), a sequence of ids as they are."""
@@ -317,8 +365,9 @@ class LLM:
                chat: bool = False) -> Request:
         """Queues one request and returns it at once; iterate it to stream, or call result().
 
-        Raises InvalidArgumentError for a request the model cannot run (naming the field) and
-        ResourceExhaustedError when max_requests are already in flight (nothing is lost: retry later).
+        Raises InvalidArgumentError for a request the model cannot run (naming the field; logprobs above
+        max_logprobs) and ResourceExhaustedError when max_requests are already in flight (nothing is lost:
+        retry later).
         """
         if sampling_params is not None and sampling_params.n != 1:
             raise errors.InvalidArgumentError(f"submit makes one request; SamplingParams.n is "
@@ -331,6 +380,13 @@ class LLM:
         sampling_params.n per prompt, prompt by prompt (completion i of a prompt samples with sequence key
         seed + i)."""
         sampling = sampling_params or SamplingParams()
+        asked, most = sampling.logprobs, self.max_logprobs
+        if asked is not None and (most == 0 or asked > most):
+            served = f"at most max_logprobs ({most}) top alternatives" if most else \
+                "no log-probabilities (max_logprobs is 0)"
+            fix = "ask for fewer" if most else "leave logprobs at None"
+            raise errors.InvalidArgumentError(f"SamplingParams.logprobs is {asked}; this LLM returns {served}: {fix}, "
+                                              f"or make the LLM with max_logprobs={max(asked, 1)} or more")
         stop_ids = list(sampling.stop_token_ids)
         if not sampling.ignore_eos:
             stop_ids += [t for t in self.info["eos_token_ids"] if t not in stop_ids]
@@ -355,14 +411,14 @@ class LLM:
                                     sampling.top_k, float(sampling.top_p), seeds[k // sampling.n],
                                     seeds[k // sampling.n] + r.index, float(sampling.presence_penalty),
                                     float(sampling.frequency_penalty), float(sampling.repetition_penalty),
-                                    sampling.min_tokens)
+                                    sampling.min_tokens, -1 if sampling.logprobs is None else sampling.logprobs)
                                    for k, r in enumerate(requests)])
         with self._lock:
             for request, request_id in zip(requests, ids):
                 request.id = request_id
                 self._live[request_id] = request
-                for tokens, finished in self._early.pop(request_id, ()):
-                    request._deliver(tokens, finished)
+                for tokens, finished, logprobs in self._early.pop(request_id, ()):
+                    request._deliver(tokens, finished, logprobs)
                     if finished:
                         del self._live[request_id]
         return requests
@@ -407,10 +463,15 @@ class LLM:
                     raise errors.InvalidArgumentError(
                         f"SamplingParams.n is {sampling.n}, more than max_requests ({limit}) in flight at once: "
                         "lower n or raise max_requests")
-            for group in groups:
-                for request in group:
-                    if not request.finished:
-                        request.poll()
+            try:
+                for group in groups:
+                    for request in group:
+                        if not request.finished:
+                            request.poll()
+            except errors.BatonError:  # a request's logprobs were lost: the others end too, and their pages return
+                for request in (r for g in groups for r in g):
+                    request.cancel()
+                raise
             self.wait(_POLL_S)
         outputs = []
         for group in groups:
@@ -451,12 +512,13 @@ class LLM:
         finally:
             self._pump_lock.release()
         with self._lock:
-            for request_id, tokens, finished in events:
+            # logprobs: None (not asked), one record per token, or the native message when they were lost.
+            for request_id, tokens, finished, logprobs in events:
                 request = self._live.get(request_id)
                 if request is None:
-                    self._early.setdefault(request_id, []).append((tokens, finished))
+                    self._early.setdefault(request_id, []).append((tokens, finished, logprobs))
                 else:
-                    request._deliver(tokens, finished)
+                    request._deliver(tokens, finished, logprobs)
                     if finished:
                         del self._live[request_id]
 

@@ -17,7 +17,7 @@ MAX_N = 64  # completions per prompt (each its own device request)
 
 def _limits() -> dict:
     """The device's limits, from the native module (include/baton/decoder_model.h: kMaxStopTokens;
-    baton/decoder_config.h: kDecoderMaxVocab), read once."""
+    baton/decoder_config.h: kDecoderMaxVocab, kMaxLogprobs), read once."""
     if not hasattr(_limits, "value"):
         from baton.llm import _native
 
@@ -25,18 +25,19 @@ def _limits() -> dict:
     return _limits.value
 
 
-def __getattr__(name: str):  # MAX_STOP_TOKENS and MAX_VOCAB, from the native module when first asked for
+def __getattr__(name: str):  # MAX_STOP_TOKENS, MAX_VOCAB, MAX_LOGPROBS: the native module's, when first asked for
     if name == "MAX_STOP_TOKENS":
         return _limits()["max_stop_tokens"]
     if name == "MAX_VOCAB":
         return _limits()["max_vocab"]
+    if name == "MAX_LOGPROBS":  # top alternatives per token (vLLM's default max_logprobs, OpenAI's top_logprobs)
+        return _limits()["max_logprobs"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # vLLM's names for what Baton does not compute yet, with the value that means "off": a request may name them at
 # that value (code written for vLLM often does); any other value is refused, naming the field.
 NOT_YET = {
-    "logprobs": None,
     "prompt_logprobs": None,
     "min_p": 0.0,
     "logit_bias": None,
@@ -47,7 +48,8 @@ NOT_YET = {
 
 # What SamplingParams takes, in order (the dataclass fields below).
 SUPPORTED = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "n",
-             "skip_special_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens")
+             "skip_special_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens",
+             "logprobs")
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -75,9 +77,14 @@ class SamplingParams:
             on the device, before temperature, top-k and top-p.
         min_tokens: the stop tokens (stop_token_ids and end-of-sequence) cannot be generated before this many
             tokens (at most max_tokens); stop strings still end the text.
+        logprobs: None (off), or 0 to MAX_LOGPROBS (20; and at most the LLM's max_logprobs): each generated
+            token's log-probability and this many top alternatives (CompletionOutput.logprobs: per token a
+            dict {token_id: Logprob} of the top `logprobs` tokens and the chosen one). They are vLLM's default
+            "raw" logprobs: the log-softmax, in float32, of the model's own logits, before the penalties,
+            min_tokens, temperature, top-k and top-p, computed on the device by the step that chose the token.
 
-    vLLM's other fields (NOT_YET: logprobs, min_p, logit_bias, ...) are accepted at their "off" value and
-    refused with ValueError otherwise; an unknown name raises TypeError naming it and listing these.
+    vLLM's other fields (NOT_YET: prompt_logprobs, min_p, logit_bias, ...) are accepted at their "off" value
+    and refused with ValueError otherwise; an unknown name raises TypeError naming it and listing these.
     """
 
     max_tokens: int
@@ -94,12 +101,14 @@ class SamplingParams:
     frequency_penalty: float
     repetition_penalty: float
     min_tokens: int
+    logprobs: Optional[int]
 
     def __init__(self, max_tokens: int = 16, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
                  seed: Optional[int] = None, stop: Union[str, Sequence[str], None] = None,
                  stop_token_ids: Sequence[int] = (), ignore_eos: bool = False, n: int = 1,
                  skip_special_tokens: bool = True, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
-                 repetition_penalty: float = 1.0, min_tokens: int = 0, **others: Any) -> None:
+                 repetition_penalty: float = 1.0, min_tokens: int = 0, logprobs: Optional[int] = None,
+                 **others: Any) -> None:
         for name, value in others.items():
             if name not in NOT_YET:
                 raise TypeError(f"SamplingParams has no field {name!r}; Baton supports {', '.join(SUPPORTED)} "
@@ -111,7 +120,7 @@ class SamplingParams:
                       stop=stop, stop_token_ids=stop_token_ids, ignore_eos=ignore_eos, n=n,
                       skip_special_tokens=skip_special_tokens, presence_penalty=presence_penalty,
                       frequency_penalty=frequency_penalty, repetition_penalty=repetition_penalty,
-                      min_tokens=min_tokens)
+                      min_tokens=min_tokens, logprobs=logprobs)
         for name, value in fields.items():
             object.__setattr__(self, name, value)
         self._check()
@@ -141,6 +150,9 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.repetition_penalty is {self.repetition_penalty!r}; it must be > 0 "
                              "(1: off)")
         _check_int("min_tokens", self.min_tokens, 0, self.max_tokens, f"0 to max_tokens ({self.max_tokens})")
+        if self.logprobs is not None:
+            most = _limits()["max_logprobs"]
+            _check_int("logprobs", self.logprobs, 0, most, f"None (off) or 0 to {most} (top alternatives per token)")
         object.__setattr__(self, "stop", _stop_strings(self.stop))
         ids = self.stop_token_ids
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):

@@ -70,7 +70,7 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
                           std::uint32_t max_tokens_without_decodes, std::uint32_t max_chunk_tokens,
                           std::uint32_t max_requests, const std::string& dtype,
                           const std::string& gemm, const std::string& engine,
-                          std::uint32_t stream_window) {
+                          std::uint32_t stream_window, std::uint32_t max_logprobs) {
   ServerOptions options;
   options.model.checkpoint = checkpoint;
   options.model.max_batch = max_batch;
@@ -82,6 +82,7 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
   options.model.dtype = Value(ParseDType(dtype));
   options.model.gemm = Value(ParseGemm(gemm));
   options.model.stream_window = stream_window;
+  options.model.max_logprobs = max_logprobs;
   options.engine = Value(ParseEngine(engine));
   return options;
 }
@@ -90,7 +91,7 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
   nb::arg("checkpoint"), nb::arg("max_batch"), nb::arg("max_context"),                         \
       nb::arg("max_tokens_per_step"), nb::arg("max_tokens_without_decodes"),                   \
       nb::arg("max_chunk_tokens"), nb::arg("max_requests"), nb::arg("dtype"), nb::arg("gemm"), \
-      nb::arg("engine"), nb::arg("stream_window")
+      nb::arg("engine"), nb::arg("stream_window"), nb::arg("max_logprobs") = kMaxLogprobs
 
 std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_t max_batch,
                                      std::uint32_t max_context, std::uint32_t max_tokens_per_step,
@@ -98,10 +99,11 @@ std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_
                                      std::uint32_t max_chunk_tokens, std::uint32_t max_requests,
                                      const std::string& dtype, const std::string& gemm,
                                      const std::string& engine, std::uint32_t stream_window,
+                                     std::uint32_t max_logprobs,
                                      std::optional<nb::callable> load_progress) {
   ServerOptions options = MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step,
                                       max_tokens_without_decodes, max_chunk_tokens, max_requests,
-                                      dtype, gemm, engine, stream_window);
+                                      dtype, gemm, engine, stream_window, max_logprobs);
   if (load_progress.has_value()) {
     // Called on this thread with the GIL released: take it back for the call.
     // An exception the callable raises is printed, not propagated (loading goes on).
@@ -125,23 +127,25 @@ std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_
 
 // requests: [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed,
 // sequence_id, presence_penalty, frequency_penalty, repetition_penalty,
-// min_tokens)]; (seed, sequence_id) key the request's sampling stream.
+// min_tokens, logprobs)]; (seed, sequence_id) key the request's sampling
+// stream; logprobs -1: none.
 using RequestTuple =
     std::tuple<std::vector<std::int32_t>, std::uint32_t, std::vector<std::int32_t>, float,
                std::uint32_t, float, std::uint64_t, std::uint64_t, float, float, float,
-               std::uint32_t>;
+               std::uint32_t, std::int32_t>;
 
 std::vector<std::uint64_t> Submit(Server& server, const std::vector<RequestTuple>& requests) {
   std::vector<DecodeRequest> decoded(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& [prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed,
-                 sequence_id, presence, frequency, repetition, min_tokens] = requests[i];
+                 sequence_id, presence, frequency, repetition, min_tokens, logprobs] = requests[i];
     decoded[i].prompt = prompt;
     decoded[i].max_new_tokens = max_new_tokens;
     decoded[i].stop_tokens = stop_tokens;
     decoded[i].sampling =
         SamplingParams{temperature, seed, top_k, top_p, presence, frequency, repetition, min_tokens};
     decoded[i].sequence_id = sequence_id;
+    decoded[i].logprobs = logprobs;
   }
   absl::StatusOr<std::vector<std::uint64_t>> ids;
   {
@@ -159,7 +163,23 @@ nb::list Poll(Server& server, double timeout_s) {
   }
   nb::list out;
   for (ServerEvent& event : Value(std::move(events))) {
-    out.append(nb::make_tuple(event.id, nb::cast(event.tokens), event.finished));
+    // None: no logprobs asked (or already lost); a str: they were lost now;
+    // else a (logprob, [(token, logprob)]) per token.
+    nb::object logprobs = nb::none();
+    if (!event.logprobs_error.empty()) {
+      logprobs = nb::str(event.logprobs_error.c_str());
+    } else if (!event.logprobs.empty()) {
+      nb::list per_token;
+      for (const TokenLogprobs& t : event.logprobs) {
+        nb::list top;
+        for (std::size_t j = 0; j < t.top_tokens.size(); ++j) {
+          top.append(nb::make_tuple(t.top_tokens[j], t.top_logprobs[j]));
+        }
+        per_token.append(nb::make_tuple(t.logprob, top));
+      }
+      logprobs = per_token;
+    }
+    out.append(nb::make_tuple(event.id, nb::cast(event.tokens), event.finished, logprobs));
   }
   return out;
 }
@@ -181,6 +201,7 @@ nb::dict Info(const Server& server) {
   info["max_tokens_per_step"] = model.options().max_tokens_per_step;
   info["max_tokens_without_decodes"] = model.options().max_tokens_without_decodes;
   info["max_requests"] = model.options().max_requests;
+  info["max_logprobs"] = model.options().max_logprobs;
   info["engine"] = EngineName(server.engine());
   info["weight_bytes"] = model.weight_bytes();
   info["kv_page_tokens"] = model.info().kv_page_tokens;
@@ -203,6 +224,7 @@ nb::dict Defaults() {
   out["gemm"] = GemmName(m.gemm);
   out["engine"] = EngineName(options.engine);
   out["stream_window"] = m.stream_window;
+  out["max_logprobs"] = m.max_logprobs;
   return out;
 }
 
@@ -212,6 +234,7 @@ nb::dict Limits() {
   out["max_stop_tokens"] = kMaxStopTokens;
   out["max_vocab"] = kDecoderMaxVocab;
   out["max_context"] = kDecoderMaxContext;
+  out["max_logprobs"] = kMaxLogprobs;
   return out;
 }
 
@@ -257,10 +280,11 @@ NB_MODULE(_baton, m) {
       [](const std::string& checkpoint, std::uint32_t max_batch, std::uint32_t max_context,
          std::uint32_t max_tokens_per_step, std::uint32_t max_tokens_without_decodes,
          std::uint32_t max_chunk_tokens, std::uint32_t max_requests, const std::string& dtype,
-         const std::string& gemm, const std::string& engine, std::uint32_t stream_window) {
+         const std::string& gemm, const std::string& engine, std::uint32_t stream_window,
+         std::uint32_t max_logprobs) {
         Check(ValidateServerOptions(MakeOptions(
             checkpoint, max_batch, max_context, max_tokens_per_step, max_tokens_without_decodes,
-            max_chunk_tokens, max_requests, dtype, gemm, engine, stream_window)));
+            max_chunk_tokens, max_requests, dtype, gemm, engine, stream_window, max_logprobs)));
       },
       BATON_OPTION_ARGS, "Checks the options without a GPU; raises what Server.create would.");
 
@@ -271,10 +295,12 @@ NB_MODULE(_baton, m) {
                   "total) is called as the weights' bytes reach the GPU.")
       .def("submit", &Submit, nb::arg("requests"),
            "Queues [(prompt, max_new_tokens, stop_tokens, temperature, top_k, top_p, seed, "
-           "sequence_id, presence_penalty, frequency_penalty, repetition_penalty, min_tokens)], "
-           "all or none; returns their ids.")
+           "sequence_id, presence_penalty, frequency_penalty, repetition_penalty, min_tokens, "
+           "logprobs)], all or none; returns their ids.")
       .def("poll", &Poll, nb::arg("timeout_s"),
-           "Waits up to timeout_s for tokens; returns [(id, new_tokens, finished)].")
+           "Waits up to timeout_s for tokens; returns [(id, new_tokens, finished, logprobs)]: "
+           "logprobs None, an error message (they were lost), or a (logprob, [(token, "
+           "logprob)]) per new token.")
       .def(
           "cancel", [](Server& server, std::uint64_t id) { Check(server.Cancel(id)); },
           nb::arg("id"), "Ends a request at its next token; its finished event follows.")

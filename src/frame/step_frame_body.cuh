@@ -13,6 +13,7 @@
 #include "frame/penalties.h"
 #include "frame/step_view.h"
 #include "kernels/decode_kernel_common.cuh"
+#include "kernels/select_logprobs.cuh"
 #include "kernels/tile.h"
 
 namespace baton::detail {
@@ -86,6 +87,10 @@ __device__ __forceinline__ void step_begin_body(DecoderStepView v, StepArgs args
                                       produced - info.prompt_tokens < info.min_tokens)
                             ? 1u
                             : 0u;
+      // Logprobs with the token (a forged count is cut to the records').
+      const bool logprobs = generates && v.logprob_words != nullptr && sampling.logprobs != 0 &&
+                            sampling.logprobs <= v.logprob_capacity + 1;
+      if (!logprobs) sampling.logprobs = 0;
       v.sampling[p] = sampling;
     }
   }
@@ -199,27 +204,49 @@ struct StepEndHooks {
   // same answer in every thread of p's cluster): step_begin's flag, in the
   // sampling record selection loads anyway.
   __device__ bool adjusts(std::uint32_t p) const { return v.sampling[p].adjust != 0; }
+  // What position p's adjust rewrites: the request's stop tokens while
+  // min_tokens masks them, and, with penalties, every token of its prompt or
+  // generated so far (a nonzero count).
+  struct Rewrites {
+    const DecodeRequestInfo* info;
+    const std::uint32_t* counts;  // the slot's
+    bool mask;
+    std::uint32_t stops;
+    __device__ Rewrites(const DecoderStepView& v, const StepArgs& args, std::uint32_t p)
+        : info(v.requests + v.request_of[p]),
+          counts(v.token_counts + static_cast<std::size_t>(args.slots[p]) * v.config.padded_vocab()) {
+      const std::uint32_t generated = args.item_tokens[p] + args.tokens[p] - info->prompt_tokens;
+      mask = generated < info->min_tokens;
+      stops = info->stop_count < kEntryStopTokens ? info->stop_count : kEntryStopTokens;
+    }
+    __device__ std::uint32_t count(int i) const { return info->penalized != 0 ? counts[i] : 0u; }
+    __device__ bool masked(int i) const {
+      bool stop = false;
+      if (mask) {
+        for (std::uint32_t k = 0; k < stops; ++k) stop = stop || i == info->stop_tokens[k];
+      }
+      return stop;
+    }
+  };
   // Rewrites position p's row in place (the logits buffer is the step's
   // own; `row` is selection's const view of it): this block's share of the
   // vocabulary, entries [rank, vocab) strided by blocks. The caller orders
-  // these writes before every block's reads (a cluster barrier).
+  // these writes before every block's reads (a cluster barrier). With
+  // logprobs, each rewritten logit's old value goes to raw_logits first (the
+  // chosen token's logprob is the model's).
   template <class T>
   __device__ void adjust(std::uint32_t p, const T* row, unsigned rank, unsigned blocks) const {
-    const std::uint32_t entry = v.request_of[p];
-    const DecodeRequestInfo& info = v.requests[entry];
-    const std::uint32_t generated = args.item_tokens[p] + args.tokens[p] - info.prompt_tokens;
-    const bool mask = generated < info.min_tokens;
-    const std::uint32_t stops = info.stop_count < kEntryStopTokens ? info.stop_count : kEntryStopTokens;
-    const std::uint32_t* counts =
-        v.token_counts + static_cast<std::size_t>(args.slots[p]) * v.config.padded_vocab();
+    const Rewrites rewrites(v, args, p);
+    const DecodeRequestInfo& info = *rewrites.info;
+    T* raw = v.sampling[p].logprobs != 0 && v.raw_logits != nullptr
+                 ? static_cast<T*>(v.raw_logits) + static_cast<std::size_t>(p) * v.config.padded_vocab()
+                 : nullptr;
     T* out = const_cast<T*>(row);
     const int stride = static_cast<int>(blocks * blockDim.x);
     for (int i = static_cast<int>(rank * blockDim.x + threadIdx.x); i < v.config.vocab; i += stride) {
-      const std::uint32_t c = info.penalized != 0 ? counts[i] : 0u;
-      bool stop = false;
-      if (mask) {
-        for (std::uint32_t k = 0; k < stops; ++k) stop = stop || i == info.stop_tokens[k];
-      }
+      const std::uint32_t c = rewrites.count(i);
+      const bool stop = rewrites.masked(i);
+      if ((stop || c != 0) && raw != nullptr) raw[i] = out[i];
       if (stop) {
         out[i] = decode::Storage<T>::store(-INFINITY);
       } else if (c != 0) {
@@ -229,6 +256,50 @@ struct StepEndHooks {
                                                           info.repetition_penalty));
       }
     }
+  }
+  // Writes position p's logprob record (every lane of one warp; step_begin
+  // set the flag only for a live position whose step generates): the lanes
+  // below `count` their top entries, lane 0 the chosen token's (the model's
+  // logit: adjust kept it when it rewrote it) and, last, the index the host
+  // checks, each part behind a system fence so that the record is whole
+  // before the token's stream word (chose, next) is seen.
+  template <class T>
+  __device__ void logprobs(std::uint32_t p, std::int32_t token, const T* row,
+                           const decode::RowLogprobs& lp, unsigned count) const {
+    const unsigned lane = threadIdx.x % 32;
+    const std::uint32_t entry = v.request_of[p];
+    const std::uint32_t index =
+        args.item_tokens[p] + args.tokens[p] - v.requests[entry].prompt_tokens;
+    volatile std::uint32_t* record =
+        v.logprob_words + StreamSlot(entry, index, v.stream_window) * LogprobWords(v.logprob_capacity);
+    if (lane == 0) {
+      record[kLogprobIndexWord] = 0;  // a reader of the last lap's record sees it change
+      __threadfence_system();
+    }
+    __syncwarp();
+    if (lane < count) {
+      record[LogprobTokenWord(lane)] =
+          static_cast<std::uint32_t>(decode::logprob_entry_index(lp.entry));
+      record[LogprobValueWord(v.logprob_capacity, lane)] = __float_as_uint(lp.top_logprob<T>());
+    }
+    if (lane == 0) {
+      T x = row[token];
+      if (v.sampling[p].adjust != 0 && v.raw_logits != nullptr) {
+        const Rewrites rewrites(v, args, p);
+        if (rewrites.count(token) != 0 || rewrites.masked(token)) {
+          x = static_cast<const T*>(v.raw_logits)[static_cast<std::size_t>(p) * v.config.padded_vocab() + token];
+        }
+      }
+      const float logit = decode::select_score<false>(decode::Storage<T>::load(x), 1.0f, 0.0f);
+      record[kLogprobChosenWord] = __float_as_uint(logit - lp.lse);
+    }
+    __threadfence_system();
+    __syncwarp();
+    if (lane == 0) {
+      record[kLogprobIndexWord] = index + 1;
+      __threadfence_system();
+    }
+    __syncwarp();
   }
   __device__ void chose(std::uint32_t p, std::int32_t token) const {
     end_position(v, args, p, end, token);

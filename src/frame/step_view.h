@@ -62,6 +62,16 @@ struct DecoderStepView {
   // penalties: reset and marked with the prompt by step_begin as the prompt
   // is read, counted by the step's end, read by token selection.
   std::uint32_t* token_counts = nullptr;
+  // Logprobs (DecodeRequest::logprobs; null when max_logprobs is 0): entry
+  // e's generated token i has its record of LogprobWords(capacity) words at
+  // logprob_words + StreamSlot(e, i, stream_window) * that, in mapped host
+  // memory beside the token stream (LogprobRecord below), written before the
+  // token's stream word. raw_logits ([max_batch, padded_vocab] of the
+  // logits' type) keeps, for a position with logprobs and penalties, the
+  // model's value of each logit the penalties rewrite.
+  std::uint32_t* logprob_words = nullptr;
+  std::uint32_t logprob_capacity = 0;  // top alternatives a record holds (max_logprobs)
+  void* raw_logits = nullptr;
 };
 
 inline constexpr std::uint32_t kNoRequest = 0xffffffffu;
@@ -92,6 +102,21 @@ BATON_HOST_DEVICE constexpr std::uint32_t StreamWordIndexPlusOne(unsigned long l
 }
 BATON_HOST_DEVICE constexpr std::int32_t StreamWordToken(unsigned long long word) {
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(word));
+}
+
+// A logprob record's layout (words of 4 bytes): [0] the token's index + 1
+// (0 while it is written: the host reads it before and after the rest, and
+// takes the record only when both say its token), [1] the chosen token's
+// logprob (float bits), then `capacity` top tokens and `capacity` top
+// logprobs, of which the request's count are written.
+BATON_HOST_DEVICE constexpr std::size_t LogprobWords(std::uint32_t capacity) {
+  return 2 + 2 * static_cast<std::size_t>(capacity);
+}
+inline constexpr std::size_t kLogprobIndexWord = 0;
+inline constexpr std::size_t kLogprobChosenWord = 1;
+BATON_HOST_DEVICE constexpr std::size_t LogprobTokenWord(std::uint32_t j) { return 2 + j; }
+BATON_HOST_DEVICE constexpr std::size_t LogprobValueWord(std::uint32_t capacity, std::uint32_t j) {
+  return 2 + static_cast<std::size_t>(capacity) + j;
 }
 
 }  // namespace baton::detail

@@ -101,7 +101,11 @@ struct PositionSampling {
   float top_p = 1.0f;        // >= 1 (or NaN): off
   // Nonzero: the caller's selection hooks rewrite the row before it is read
   // (the decoder's penalties and min_tokens; select_body.cuh's adjust).
-  std::uint32_t adjust = 0;
+  std::uint16_t adjust = 0;
+  // Nonzero: selection also computes the row's log-softmax for the caller's
+  // hooks: the chosen token's and the best logprobs - 1 tokens' (at most
+  // kMaxLogprobs; select_body.cuh's RowLogprobs).
+  std::uint16_t logprobs = 0;
   unsigned long long seed = 0;
 };
 static_assert(sizeof(PositionSampling) == 24, "PositionSampling is a 24-byte device record");

@@ -21,6 +21,7 @@
 #include "kernels/decode_kernel_common.cuh"
 #include "kernels/select_common.cuh"
 #include "kernels/select_filter.cuh"
+#include "kernels/select_logprobs.cuh"
 #include "kernels/tile.h"
 
 namespace baton::detail::decode {
@@ -34,13 +35,19 @@ namespace baton::detail::decode {
 // adjust(p, row, rank, blocks) first, which may rewrite the row's entries
 // [rank, vocab) strided by blocks * blockDim.x in place (the penalties and
 // min_tokens of the decoder's requests); selection reads the row after a
-// cluster barrier.
+// cluster barrier. When p's sampling asks for logprobs (Sample only), every
+// lane of block 0's first warp calls logprobs(p, token, row, lp, count)
+// before chose: lp holds the row's log-softmax denominator and, in lane j
+// < count, its j-th best token, computed on the row before adjust.
 struct NoSelectHooks {
   __device__ void prepare(std::uint32_t) {}
   __device__ void entered(const Tile&) const {}
   __device__ bool adjusts(std::uint32_t) const { return false; }
   template <class T>
   __device__ void adjust(std::uint32_t, const T*, unsigned, unsigned) const {}
+  template <class T>
+  __device__ void logprobs(std::uint32_t, std::int32_t, const T*, const RowLogprobs&,
+                           unsigned) const {}
   __device__ void chose(std::uint32_t, std::int32_t) const {}
 };
 
@@ -72,6 +79,7 @@ struct SelectSharedPlain {
 };
 struct SelectSharedSampled : SelectSharedPlain {
   FilterShared filter;
+  LogprobShared logprobs;
 };
 template <bool Sample>
 using SelectShared = std::conditional_t<Sample, SelectSharedSampled, SelectSharedPlain>;
@@ -105,6 +113,15 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   }
   // Rows are padded_vocab() apart; the padding is never a candidate.
   const T* row = logits + static_cast<std::size_t>(p) * config.padded_vocab();
+  // Logprobs first, on the row as the model wrote it (uniform across the
+  // cluster: every thread loads the same record).
+  unsigned logprobs = 0;  // the count + 1; 0: none
+  RowLogprobs lp;
+  if constexpr (Sample) {
+    logprobs = params.at(p).logprobs;
+    if (logprobs > kMaxLogprobs + 1) logprobs = kMaxLogprobs + 1;
+    if (logprobs != 0) lp = row_logprobs<T>(row, config.vocab, logprobs - 1, gather, shared.logprobs);
+  }
   if (hooks.adjusts(p)) {
     // Writes before reads, across the cluster. The gather arrived on the
     // cluster barrier at its construction: wait (every block started),
@@ -146,17 +163,23 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   KeyedCandidate block = warp_best[0];
 #pragma unroll
   for (int w = 1; w < kSelectWarps; ++w) block = better_keyed(block, warp_best[w]);
+  // Block 0 ends the position: its first thread, or, with logprobs, its
+  // first warp (the hook writes the record with every lane, then the token).
   const auto choose = [&](const KeyedCandidate& total) {
     const std::int32_t token = total.index < config.vocab ? total.index : 0;
-    tokens[p] = token;
-    hooks.chose(p, token);
+    if (logprobs != 0) hooks.logprobs(p, token, row, lp, logprobs - 1);
+    if (threadIdx.x == 0) {
+      tokens[p] = token;
+      hooks.chose(p, token);
+    }
   };
+  const unsigned enders = logprobs != 0 ? 32u : 1u;
   if (!gather.split()) {  // no cluster barrier to pay
-    if (threadIdx.x == 0) choose(block);
+    if (threadIdx.x < enders) choose(block);
     return;
   }
   gather.send(incoming, 1, block, threadIdx.x == 0);
-  if (cluster.block_rank() == 0 && threadIdx.x == 0) {  // the blocks' best in rank order
+  if (cluster.block_rank() == 0 && threadIdx.x < enders) {  // the blocks' best in rank order
     KeyedCandidate total = block;
     for (unsigned r = 1; r < cluster.num_blocks(); ++r) total = better_keyed(total, incoming[r]);
     choose(total);

@@ -37,7 +37,7 @@ struct SelectParams {
   BATON_HOST_DEVICE SelectParams() {}               // greedy
   BATON_HOST_DEVICE SelectParams(SamplingParams s,  // NOLINT: implicit on purpose
                                  const PositionSampling* per_position = nullptr)
-      : uniform{s.temperature, s.top_k, s.top_p, 0, s.seed}, positions(per_position) {}
+      : uniform{s.temperature, s.top_k, s.top_p, 0, 0, s.seed}, positions(per_position) {}
 
   // Position p's parameters; every thread of p's cluster loads the same ones,
   // so the branches taken on them are uniform across the cluster.

@@ -213,6 +213,13 @@ absl::Status DecoderModel::Impl::AllocateState() {
       Allocate(sequences_, std::size_t{options_.max_requests} * c.max_context, s));
   BATON_ASSIGN_OR_RETURN(
       stream_words_, detail::TokenStream::Create(options_.max_requests, options_.stream_window));
+  BATON_ASSIGN_OR_RETURN(logprob_ring_,
+                         detail::LogprobRing::Create(options_.max_requests, options_.stream_window,
+                                                     options_.max_logprobs));
+  if (options_.max_logprobs > 0) {
+    BATON_RETURN_IF_ERROR(Allocate(raw_logits_, std::size_t{b} * c.padded_vocab(), s));
+  }
+  logprob_counts_.assign(options_.max_requests, -1);
   BATON_RETURN_IF_ERROR(Allocate(cancel_, options_.max_requests, s));
   prompt_lengths_.assign(options_.max_requests, 0);
   token_bounds_.assign(options_.max_requests, 0);
@@ -251,6 +258,9 @@ absl::Status DecoderModel::Impl::AllocateState() {
   view_.stream_window = stream_words_.window();
   view_.cancel = cancel_.data();
   view_.token_counts = token_counts_.data();
+  view_.logprob_words = logprob_ring_.device();
+  view_.logprob_capacity = logprob_ring_.capacity();
+  view_.raw_logits = options_.max_logprobs > 0 ? raw_logits_.data() : nullptr;
   return absl::OkStatus();
 }
 

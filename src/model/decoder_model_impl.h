@@ -50,6 +50,8 @@ class DecoderModel::Impl {
   absl::Status Cancel(std::uint32_t entry);
   absl::StatusOr<std::uint32_t> ReadStream(std::uint32_t entry, std::uint32_t from,
                                            std::vector<std::int32_t>& out) const;
+  absl::Status ReadLogprobs(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                            std::vector<TokenLogprobs>& out) const;
 
   const DecoderModelOptions& options() const { return options_; }
   const DecoderConfig& config() const { return config_; }
@@ -101,6 +103,9 @@ class DecoderModel::Impl {
   std::vector<std::uint32_t> prompt_lengths_;  // host mirror of the table, for WorkItemFor
   std::vector<std::uint32_t> token_bounds_;    // prompt + max_new_tokens, likewise
   detail::TokenStream stream_words_;
+  detail::LogprobRing logprob_ring_;        // beside the stream (max_logprobs > 0)
+  DeviceBuffer<std::uint16_t> raw_logits_;  // [max_batch, padded_vocab] (max_logprobs > 0)
+  std::vector<std::int32_t> logprob_counts_;  // by entry: DecodeRequest::logprobs as written
   DeviceBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
   detail::StepBuffers buffers_;
   detail::DecoderStepView view_;

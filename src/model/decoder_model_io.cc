@@ -20,6 +20,18 @@ absl::Status DecoderModel::Impl::ValidateRequest(const DecodeRequest& request) c
     return absl::InvalidArgumentError(
         absl::StrCat(valid.message(), " (max_context is set by ", info_.context_limit, ")"));
   }
+  if (request.logprobs >= 0 && options_.max_logprobs == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecodeRequest::logprobs is %d, but DecoderModelOptions::max_logprobs is 0 (logprobs are "
+        "off): build the model with max_logprobs >= %d, or set logprobs to -1",
+        request.logprobs, std::max(request.logprobs, 1)));
+  }
+  if (request.logprobs > static_cast<std::int64_t>(options_.max_logprobs)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecodeRequest::logprobs is %d, above DecoderModelOptions::max_logprobs (%u); ask for "
+        "fewer or raise max_logprobs (at most %u)",
+        request.logprobs, options_.max_logprobs, kMaxLogprobs));
+  }
   // The pages it reserves must fit the pool, or it would wait forever.
   const PagePolicy pages = page_policy();
   if (PagesFor(pages, total) > pages.pool_pages) {
@@ -60,7 +72,10 @@ absl::Status DecoderModel::Impl::WriteRequests(std::uint32_t first,
     info.sequence_id = r.sequence_id;
     const SamplingParams sampling = r.sampling.value_or(options_.sampling);
     info.sampling =
-        PositionSampling{sampling.temperature, sampling.top_k, sampling.top_p, 0, sampling.seed};
+        PositionSampling{sampling.temperature, sampling.top_k, sampling.top_p, 0, 0, sampling.seed};
+    // The count + 1 (0: none); step_begin passes it on for the steps that
+    // generate.
+    info.sampling.logprobs = static_cast<std::uint16_t>(r.logprobs + 1);
     info.min_tokens = sampling.min_tokens;
     info.presence_penalty = sampling.presence_penalty;
     info.frequency_penalty = sampling.frequency_penalty;
@@ -83,7 +98,9 @@ absl::Status DecoderModel::Impl::WriteRequests(std::uint32_t first,
       cancel_.data() + first, 0, requests.size() * sizeof(std::uint32_t), stream_.get()));
   BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   stream_words_.Clear(first, static_cast<std::uint32_t>(requests.size()));
+  logprob_ring_.Clear(first, static_cast<std::uint32_t>(requests.size()));
   for (std::size_t i = 0; i < requests.size(); ++i) {
+    logprob_counts_[first + i] = requests[i].logprobs;
     prompt_lengths_[first + i] = infos[i].prompt_tokens;
     token_bounds_[first + i] = infos[i].prompt_tokens + infos[i].max_new_tokens;
   }
@@ -137,6 +154,24 @@ absl::StatusOr<std::uint32_t> DecoderModel::Impl::ReadStream(std::uint32_t entry
     return absl::OkStatus();
   };
   return stream_words_.Read(entry, from, out, copy_missed);
+}
+
+absl::Status DecoderModel::Impl::ReadLogprobs(std::uint32_t entry, std::uint32_t from,
+                                              std::uint32_t to,
+                                              std::vector<TokenLogprobs>& out) const {
+  if (entry >= options_.max_requests) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("DecoderModel::ReadLogprobs: entry %u is past the table's %u entries",
+                        entry, options_.max_requests));
+  }
+  if (logprob_counts_[entry] < 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "DecoderModel::ReadLogprobs: entry %u's request did not ask for logprobs (set "
+        "DecodeRequest::logprobs to 0 or more)",
+        entry));
+  }
+  return logprob_ring_.Read(entry, from, to, static_cast<std::uint32_t>(logprob_counts_[entry]),
+                            out);
 }
 
 absl::Status DecoderModel::Impl::Cancel(std::uint32_t entry) {
@@ -211,6 +246,10 @@ absl::StatusOr<std::vector<std::int32_t>> DecoderModel::ReadGenerated(std::uint3
 absl::StatusOr<std::uint32_t> DecoderModel::ReadStream(std::uint32_t entry, std::uint32_t from,
                                                        std::vector<std::int32_t>& out) const {
   return impl_->ReadStream(entry, from, out);
+}
+absl::Status DecoderModel::ReadLogprobs(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                                        std::vector<TokenLogprobs>& out) const {
+  return impl_->ReadLogprobs(entry, from, to, out);
 }
 absl::StatusOr<std::vector<float>> DecoderModel::ReadLogits(std::uint32_t position) const {
   return impl_->ReadLogits(position);

@@ -125,6 +125,11 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
         "64)",
         options.kv_page_tokens, kMinPageTokens, kMaxPageTokens));
   }
+  if (options.max_logprobs > kMaxLogprobs) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::max_logprobs is %u; it must be in [0, %u] (0: logprobs off)",
+        options.max_logprobs, kMaxLogprobs));
+  }
   if (!IsPowerOfTwo(options.step_clock_size)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::step_clock_size is %u; it must be a power of two (e.g. 65536)",
@@ -166,6 +171,11 @@ absl::Status ValidateDecodeRequest(const DecoderConfig& config, const DecodeRequ
           absl::StrFormat("DecodeRequest::stop_tokens[%u] is %d; tokens must be in [0, vocab = %d)",
                           i, request.stop_tokens[i], config.vocab));
     }
+  }
+  if (request.logprobs < -1 || request.logprobs > static_cast<std::int32_t>(kMaxLogprobs)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecodeRequest::logprobs is %d; it must be -1 (none) or in [0, %u] (top alternatives)",
+        request.logprobs, kMaxLogprobs));
   }
   if (request.sampling.has_value()) {
     BATON_RETURN_IF_ERROR(ValidateSamplingParams(*request.sampling, "DecodeRequest::sampling"));

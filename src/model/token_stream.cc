@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "baton/status.h"
 #include "frame/step_view.h"
 
@@ -63,6 +64,63 @@ absl::StatusOr<std::uint32_t> TokenStream::Read(std::uint32_t entry, std::uint32
     BATON_RETURN_IF_ERROR(copy_missed(entry, next, upto, out.data() + at));
     next = upto;
   }
+}
+
+absl::StatusOr<LogprobRing> LogprobRing::Create(std::uint32_t entries, std::uint32_t window,
+                                                std::uint32_t capacity) {
+  LogprobRing ring;
+  ring.entries_ = entries;
+  ring.window_ = window;
+  ring.capacity_ = capacity;
+  if (capacity == 0) return ring;
+  const std::size_t words = std::size_t{entries} * window * LogprobWords(capacity);
+  BATON_ASSIGN_OR_RETURN(ring.words_, MappedHostBuffer<std::uint32_t>::Create(words));
+  std::memset(ring.words_.host(), 0, words * sizeof(std::uint32_t));
+  return ring;
+}
+
+void LogprobRing::Clear(std::uint32_t first, std::uint32_t count) {
+  if (capacity_ == 0 || first >= entries_) return;
+  count = std::min(count, entries_ - first);
+  const std::size_t per_entry = std::size_t{window_} * LogprobWords(capacity_);
+  std::memset(words_.host() + first * per_entry, 0, count * per_entry * sizeof(std::uint32_t));
+}
+
+absl::Status LogprobRing::Read(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                               std::uint32_t count, std::vector<TokenLogprobs>& out) const {
+  if (entry >= entries_) {
+    return absl::OutOfRangeError(absl::StrCat("DecoderModel::ReadLogprobs: entry ", entry,
+                                              " is past the table's ", entries_, " entries"));
+  }
+  const auto as_float = [](std::uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  };
+  for (std::uint32_t i = from; i < to; ++i) {
+    const std::uint32_t* record = words_.host() + StreamSlot(entry, i, window_) * LogprobWords(capacity_);
+    // A seqlock read: the index before and after the rest, both this token's.
+    const std::uint32_t before = __atomic_load_n(record + kLogprobIndexWord, __ATOMIC_ACQUIRE);
+    TokenLogprobs t;
+    t.logprob = as_float(__atomic_load_n(record + kLogprobChosenWord, __ATOMIC_RELAXED));
+    for (std::uint32_t j = 0; j < count; ++j) {
+      t.top_tokens.push_back(static_cast<std::int32_t>(
+          __atomic_load_n(record + LogprobTokenWord(j), __ATOMIC_RELAXED)));
+      t.top_logprobs.push_back(
+          as_float(__atomic_load_n(record + LogprobValueWord(capacity_, j), __ATOMIC_RELAXED)));
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const std::uint32_t after = __atomic_load_n(record + kLogprobIndexWord, __ATOMIC_RELAXED);
+    if (before != i + 1 || after != i + 1) {
+      return absl::DataLossError(absl::StrFormat(
+          "DecoderModel::ReadLogprobs: entry %u holds no record of token %u: it left the window "
+          "of %u tokens before it was read (read the stream more often or raise "
+          "DecoderModelOptions::stream_window), or the token was not generated yet",
+          entry, i, window_));
+    }
+    out.push_back(std::move(t));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace baton::detail

@@ -1,4 +1,5 @@
-// The host side of the decoder's token stream (DecoderModel::ReadStream): a
+// The host side of the decoder's token stream (DecoderModel::ReadStream) and
+// of the logprob records beside it (ReadLogprobs): a
 // ring of stream_window words per request-table entry in mapped host memory,
 // which the step's last kernel writes as it chooses each token
 // (frame/step_frame_body.cuh, end_position) and the host reads without
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "baton/cuda_resources.h"
+#include "baton/decoder_model.h"
 
 namespace baton::detail {
 
@@ -47,6 +49,35 @@ class TokenStream {
   MappedHostBuffer<unsigned long long> words_;
   std::uint32_t entries_ = 0;
   std::uint32_t window_ = 0;
+};
+
+// The logprob records beside the token stream (frame/step_view.h's layout):
+// the same window of slots per entry, a record of LogprobWords(capacity)
+// words per slot, in mapped host memory the step's last kernel writes before
+// the token's stream word. No copy of what leaves the window is kept on the
+// device (a record is ~40 times a token): a reader that fell behind gets
+// DataLoss.
+class LogprobRing {
+ public:
+  LogprobRing() = default;
+  // capacity 0: no ring (device() is null).
+  [[nodiscard]] static absl::StatusOr<LogprobRing> Create(std::uint32_t entries,
+                                                          std::uint32_t window,
+                                                          std::uint32_t capacity);
+  void Clear(std::uint32_t first, std::uint32_t count);  // as TokenStream::Clear
+  // Appends the records of tokens [from, to) of an entry whose request asked
+  // for `count` top alternatives; every token before `to` must have been
+  // seen in the stream (its record was written first).
+  [[nodiscard]] absl::Status Read(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                                  std::uint32_t count, std::vector<TokenLogprobs>& out) const;
+  [[nodiscard]] std::uint32_t* device() const { return words_.device(); }
+  [[nodiscard]] std::uint32_t capacity() const { return capacity_; }
+
+ private:
+  MappedHostBuffer<std::uint32_t> words_;
+  std::uint32_t entries_ = 0;
+  std::uint32_t window_ = 0;
+  std::uint32_t capacity_ = 0;
 };
 
 }  // namespace baton::detail

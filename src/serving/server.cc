@@ -128,9 +128,10 @@ absl::StatusOr<std::vector<std::uint64_t>> Server::Submit(
   // refuses only after a device failure, and then takes nothing.
   BATON_RETURN_IF_ERROR(runtime_->Submit(items));
   std::vector<std::uint64_t> ids;
-  for (const WorkItem& item : items) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const WorkItem& item = items[i];
     free_.pop_back();
-    entries_[item.id] = Entry{true, next_id_, 0};
+    entries_[item.id] = Entry{true, next_id_, 0, requests[i].logprobs >= 0};
     active_.push_back(item.id);
     ids.push_back(next_id_++);
   }
@@ -144,7 +145,11 @@ absl::Status Server::PollOnce(std::vector<ServerEvent>& events) {
     BATON_ASSIGN_OR_RETURN(const std::uint32_t next,
                            model_->ReadStream(entry, state.seen, scratch_));
     if (next > state.seen) {
-      events.push_back(ServerEvent{state.id, scratch_, false});
+      ServerEvent event;
+      event.id = state.id;
+      event.tokens = scratch_;
+      BATON_RETURN_IF_ERROR(AddLogprobs(entry, state.seen, next, event));
+      events.push_back(std::move(event));
       state.seen = next;
     }
   }
@@ -159,18 +164,35 @@ absl::Status Server::PollOnce(std::vector<ServerEvent>& events) {
           entry, count));
     }
     Entry& state = entries_[entry];
-    ServerEvent done{state.id, {}, true};
+    ServerEvent done;
+    done.id = state.id;
+    done.finished = true;
     if (count > state.seen) {
       // The table holds the final tokens; the stream may not have shown the
       // last ones yet.
       BATON_ASSIGN_OR_RETURN(auto tokens, model_->ReadGenerated(entry, count));
       done.tokens.assign(tokens.begin() + state.seen, tokens.end());
+      BATON_RETURN_IF_ERROR(AddLogprobs(entry, state.seen, count, done));
     }
     events.push_back(std::move(done));
     state = Entry{};
     active_.erase(std::find(active_.begin(), active_.end(), entry));
     free_.push_back(entry);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Server::AddLogprobs(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                                 ServerEvent& event) {
+  Entry& state = entries_[entry];
+  if (!state.logprobs) return absl::OkStatus();
+  const absl::Status read = model_->ReadLogprobs(entry, from, to, event.logprobs);
+  if (read.ok()) return read;
+  if (read.code() != absl::StatusCode::kDataLoss) return read;
+  // The request's own loss, not the server's: it is told, the others go on.
+  event.logprobs.clear();
+  event.logprobs_error = std::string(read.message());
+  state.logprobs = false;
   return absl::OkStatus();
 }
 

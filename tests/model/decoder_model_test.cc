@@ -88,11 +88,26 @@ TEST(DecodeRequestTest, EachBadFieldIsNamedWithItsFix) {
   ExpectInvalid(ValidateDecodeRequest(Config(), r),
                 absl::StrCat("DecodeRequest::sampling.min_tokens is ", r.max_new_tokens + 1,
                              ", more than max_new_tokens"));
+  r.sampling.reset();
+  for (std::int32_t logprobs : {-1, 0, static_cast<std::int32_t>(kMaxLogprobs)}) {
+    r.logprobs = logprobs;
+    EXPECT_TRUE(ValidateDecodeRequest(Config(), r).ok()) << "logprobs " << logprobs;
+  }
+  r.logprobs = kMaxLogprobs + 1;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r),
+                "DecodeRequest::logprobs is 21; it must be -1 (none) or in [0, 20]");
+  r.logprobs = -2;
+  ExpectInvalid(ValidateDecodeRequest(Config(), r), "DecodeRequest::logprobs is -2");
 }
 
 TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
   DecoderModelOptions options;
   EXPECT_TRUE(ValidateDecoderModelOptions(options).ok());
+  options.max_logprobs = kMaxLogprobs + 1;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::max_logprobs is 21; it must be in [0, 20] (0: logprobs off)");
+  options.max_logprobs = 0;
+  EXPECT_TRUE(ValidateDecoderModelOptions(options).ok()) << "logprobs off";
   options.max_batch = 0;
   ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::max_batch is 0");
   options = DecoderModelOptions{};

@@ -45,14 +45,6 @@ DecoderModelOptions SmallVocabOptions() {
   return options;
 }
 
-std::map<std::uint32_t, Outcome> RunAll(DecoderModel& model, Engine engine,
-                                        const std::vector<DecodeRequest>& requests) {
-  RunOptions run;
-  run.engine = engine;
-  run.chunk = requests.size();
-  return RunRequests(model, requests, run).outcomes;
-}
-
 int DistinctTokens(const std::vector<std::int32_t>& tokens) {
   return static_cast<int>(std::set<std::int32_t>(tokens.begin(), tokens.end()).size());
 }
@@ -76,7 +68,7 @@ TEST_F(DecoderPenaltiesTest, PenalizedTokensMatchTheReferenceGreedyAndSampled) {
                                GenerateDecoderWeights(options.config, options.weight_seed));
     reference::ReferenceDecoder ref(weights);
     for (Engine engine : kEngines) {
-      const auto outcomes = RunAll(*model, engine, requests);
+      const auto outcomes = RunAtOnce(*model, engine, requests);
       int ties = 0, tokens = 0;
       for (std::uint32_t e = 0; e < requests.size(); ++e) {
         ASSERT_TRUE(outcomes.count(e)) << EngineName(engine) << " entry " << e;
@@ -105,8 +97,8 @@ TEST_F(DecoderPenaltiesTest, AFrequencyPenaltyRepeatsFewerTokens) {
     penalized[i] = requests[i];
     penalized[i].sampling = s;
   }
-  const auto plain = RunAll(*model, Engine::kConditional, requests);
-  const auto strong = RunAll(*model, Engine::kConditional, penalized);
+  const auto plain = RunAtOnce(*model, Engine::kConditional, requests);
+  const auto strong = RunAtOnce(*model, Engine::kConditional, penalized);
   int plain_distinct = 0, strong_distinct = 0;
   for (std::uint32_t e = 0; e < requests.size(); ++e) {
     plain_distinct += DistinctTokens(plain.at(e).tokens);
@@ -126,7 +118,7 @@ TEST_F(DecoderPenaltiesTest, MinTokensKeepsTheStopTokensOutOfReachUntilThen) {
   reference::ReferenceDecoder ref(weights);
   // Each request's stop tokens: the 8 tokens it generates first without any
   // (so they would end it at once), then min_tokens 1 to 20.
-  const auto free_run = RunAll(*model, Engine::kTailLaunch, [&] {
+  const auto free_run = RunAtOnce(*model, Engine::kTailLaunch, [&] {
     std::vector<DecodeRequest> copy = requests;
     for (DecodeRequest& r : copy) {
       r.stop_tokens.clear();
@@ -144,7 +136,7 @@ TEST_F(DecoderPenaltiesTest, MinTokensKeepsTheStopTokensOutOfReachUntilThen) {
     requests[e].sampling = s;
   }
   for (Engine engine : kEngines) {
-    const auto outcomes = RunAll(*model, engine, requests);
+    const auto outcomes = RunAtOnce(*model, engine, requests);
     int ended_on_stop = 0;
     for (std::uint32_t e = 0; e < requests.size(); ++e) {
       const Outcome& o = outcomes.at(e);

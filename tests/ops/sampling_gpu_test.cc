@@ -398,7 +398,7 @@ TEST_F(SamplingTest, FilteredAndPlainPathsAgreeWithUniformSampling) {
         one.top_k = k;
         one.top_p = top_p;
         std::vector<Request> same = plain;
-        for (Request& r : same) r.params = {one.temperature, k, top_p, 0, one.seed};
+        for (Request& r : same) r.params = {one.temperature, k, top_p, 0, 0, one.seed};
         EXPECT_EQ(RunUniform(config, rows, same, active, one),
                   RunPositions(config, rows, same, active));
       }
@@ -542,7 +542,7 @@ TEST_F(SamplingTest, LauncherRejectsMissingArrays) {
   DecoderConfig config;
   config.vocab = 1000;
   auto d_active = Upload(std::vector<std::uint32_t>{1});
-  auto d_params = Upload(std::vector<PositionSampling>(1, PositionSampling{0.0f, 0, 0.0f, 0, 0}));
+  auto d_params = Upload(std::vector<PositionSampling>(1, PositionSampling{0.0f, 0, 0.0f, 0, 0, 0}));
   auto d_ids = Upload(std::vector<std::uint64_t>(1));
   auto d_steps = Upload(std::vector<std::uint32_t>(1));
   auto d_logits = Upload(std::vector<std::uint16_t>(1000));

@@ -35,6 +35,7 @@ def test_import_needs_no_gpu_and_exports_the_api():
     (dict(max_batch=8, max_tokens_per_step=4), ["max_tokens_per_step", "4"]),
     (dict(max_tokens_without_decodes=70000), ["max_tokens_without_decodes is 70000", "65536"]),
     (dict(stream_window=3), ["stream_window", "3"]),
+    (dict(max_logprobs=21), ["max_logprobs", "21"]),
     (dict(max_requests=0), ["max_requests"]),
     (dict(engine="tail"), ["engine 'tail'", "'tail-launch'"]),
     (dict(gemm="cublas"), ["gemm 'cublas'", "'cublaslt'"]),
@@ -126,6 +127,7 @@ def test_defaults_and_limits_are_the_native_modules(native):
     assert all(inspect.signature(baton.LLM.__init__).parameters[p].default is None for p in options)
     limits = native.limits()
     assert baton.MAX_STOP_TOKENS == limits["max_stop_tokens"] == sampling.MAX_STOP_TOKENS
+    assert sampling.MAX_LOGPROBS == limits["max_logprobs"] == defaults["max_logprobs"]
     with pytest.raises(ValueError) as caught:
         baton.SamplingParams(top_k=limits["max_vocab"] + 1)
     assert str(limits["max_vocab"]) in str(caught.value)

@@ -34,7 +34,11 @@ def test_stops_are_normalized_in_order_once_each():
     ({"frequency_penalty": math.inf}, ValueError, ["frequency_penalty", "finite"]),
     ({"repetition_penalty": 0.0}, ValueError, ["repetition_penalty", "> 0"]),
     ({"min_tokens": 17}, ValueError, ["min_tokens", "max_tokens (16)"]),
-    ({"logprobs": 5}, ValueError, ["logprobs", "does not compute"]),
+    ({"logprobs": 21}, ValueError, ["logprobs", "21", "None (off) or 0 to 20"]),
+    ({"logprobs": -1}, ValueError, ["logprobs", "-1", "0 to 20"]),
+    ({"logprobs": 2.0}, TypeError, ["logprobs", "integer"]),
+    ({"logprobs": True}, TypeError, ["logprobs"]),
+    ({"prompt_logprobs": 1}, ValueError, ["prompt_logprobs", "does not compute", "leave it at None"]),
     ({"min_p": 0.1}, ValueError, ["min_p", "leave it at 0.0"]),
     ({"best_of": 2}, ValueError, ["best_of"]),
     ({"temprature": 0.5}, TypeError, ["no field 'temprature'", "temperature", "max_tokens"]),
@@ -64,7 +68,15 @@ def test_limits_themselves_are_accepted():
 
 def test_vllm_names_at_their_off_values_are_accepted():
     p = SamplingParams(top_k=-1, logprobs=None, min_p=0.0, best_of=1, prompt_logprobs=None)
-    assert p.top_k == 0 and p.n == 1
+    assert p.top_k == 0 and p.n == 1 and p.logprobs is None
+
+
+def test_logprobs_from_0_to_20_are_accepted():
+    from baton import sampling
+
+    assert sampling.MAX_LOGPROBS == 20  # the native module's (kMaxLogprobs)
+    assert [SamplingParams(logprobs=n).logprobs for n in (0, 5, 20)] == [0, 5, 20]
+    assert SamplingParams(logprobs=3).replace(max_tokens=4).logprobs == 3
 
 
 def test_replace_checks_again():

@@ -153,7 +153,7 @@ def test_stop_string_and_stop_token_end_the_completion(served):
     ({"prompt": "x", "repetition_penalty": "1"}, 400, ["repetition_penalty", "number"], "repetition_penalty"),
     ({"prompt": "x", "min_tokens": 20}, 400, ["min_tokens", "max_tokens (16)"], "min_tokens"),
     ({"prompt": "x", "min_p": 0.2}, 400, ["min_p", "does not compute"], "min_p"),
-    ({"prompt": "x", "logprobs": 2}, 400, ["logprobs"], "logprobs"),
+    ({"prompt": "x", "logprobs": 21}, 400, ["logprobs", "[0, 20]"], "logprobs"),
     ({"prompt": "x", "colour": 1}, 400, ["unknown field 'colour'", "max_tokens"], "colour"),
     ({"prompt": []}, 400, ["prompt"], "prompt"),
     ({"prompt": [1, True]}, 400, ["prompt"], "prompt"),
@@ -427,12 +427,12 @@ def test_async_llm_generate_streams_one_prompt_and_refuses_n(served):
     engine.stop()  # the served fixture's engine owns the LLM
 
 
-def test_penalties_and_min_tokens_reach_the_device_request(served):
+def test_penalties_min_tokens_and_logprobs_reach_the_device_request(served):
     url, fake, llm = served
     body = {"prompt": [5, 6], "max_tokens": 8, "presence_penalty": 0.5, "frequency_penalty": -1.25,
             "repetition_penalty": 1.3, "min_tokens": 3, "n": 2, "seed": 9, "temperature": 0.7}
     assert httpx.post(url + "/v1/completions", json=body).status_code == 200
-    assert [r[8:] for r in fake.last_submitted] == [(0.5, -1.25, pytest.approx(1.3), 3)] * 2
+    assert [r[8:] for r in fake.last_submitted] == [(0.5, -1.25, pytest.approx(1.3), 3, -1)] * 2
     assert [r[6:8] for r in fake.last_submitted] == [(9, 9), (9, 10)]  # seed, sequence key seed + i
-    assert httpx.post(url + "/v1/completions", json={"prompt": [5], "max_tokens": 4}).status_code == 200
-    assert [r[8:] for r in fake.last_submitted] == [(0.0, 0.0, 1.0, 0)]  # off unless asked
+    assert httpx.post(url + "/v1/completions", json={"prompt": [5], "max_tokens": 4, "logprobs": 0}).status_code == 200
+    assert [r[8:] for r in fake.last_submitted] == [(0.0, 0.0, 1.0, 0, 0)]  # off unless asked; logprobs 0 asked

@@ -102,6 +102,14 @@ std::vector<DecodeRequest> RandomKeyedRequests(const DecoderConfig& config, std:
   return requests;
 }
 
+std::map<std::uint32_t, Outcome> RunAtOnce(DecoderModel& model, Engine engine,
+                                           const std::vector<DecodeRequest>& requests) {
+  RunOptions run;
+  run.engine = engine;
+  run.chunk = requests.size();
+  return RunRequests(model, requests, run).outcomes;
+}
+
 RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
                       const RunOptions& run) {
   RunResult result;

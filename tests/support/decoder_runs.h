@@ -73,6 +73,11 @@ struct RunResult {
 [[nodiscard]] RunResult RunRequests(DecoderModel& model, const std::vector<DecodeRequest>& requests,
                                     const RunOptions& options);
 
+// RunRequests with every request submitted in one chunk on `engine`; the
+// outcomes by entry.
+[[nodiscard]] std::map<std::uint32_t, Outcome> RunAtOnce(DecoderModel& model, Engine engine,
+                                                         const std::vector<DecodeRequest>& requests);
+
 // The same through a host-driven loop (support/host_decode_loop.h): the
 // host decides every step.
 [[nodiscard]] RunResult RunOnHostLoop(DecoderModel& model, HostDecodeLoop& loop,

@@ -42,6 +42,7 @@ class _Completion:
         self.first: Optional[float] = None
         self.text: List[str] = []
         self.finish_reason: Optional[str] = None
+        self.text_offset = 0  # a streamed completion's logprobs: where its next token's text_offset starts
 
 
 class _BearerAuth:
@@ -130,7 +131,21 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
         except Exception as e:  # the template raised (raise_exception), or a tokenizer refusal
             raise ApiError(400, f"the chat template refused the messages: {e}", "messages") from None
 
+    def check_logprobs(parsed: GenerationRequest) -> None:
+        asked, most = parsed.sampling.logprobs, engine.llm.max_logprobs
+        if asked is not None and (most == 0 or asked > most):
+            served, fix = (f"at most {most} top alternatives", "ask for fewer") if most else \
+                ("no log-probabilities", "leave it out")
+            raise ApiError(400, f"'{parsed.logprobs_field}' asks for {asked} top alternatives; this server returns "
+                                f"{served} (--max-logprobs {most}): {fix}", parsed.logprobs_field)
+
+    def failure(error: Exception) -> ApiError:
+        """A request the engine ended with an error (its logprobs lost, or the device failed)."""
+        what = "the engine failed" if engine.error is not None else "the request failed"
+        return ApiError(500, f"{what}: {error}")
+
     def submit(parsed: GenerationRequest) -> Tuple[List[_Completion], List[int]]:
+        check_logprobs(parsed)
         ids, field = prompt_ids(parsed)
         vocab = info["vocab_size"]
         for i, p in enumerate(ids):
@@ -216,7 +231,7 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
         async def collect() -> None:
             async for c, delta in merged(completions, prompt_lens, n):
                 if isinstance(delta, Exception):
-                    raise delta
+                    raise failure(delta)
                 c.text.append(delta.text)
 
         async def watch() -> None:
@@ -266,10 +281,20 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
         running = lambda: usage_of(items, prompt_lens) if parsed.continuous_usage else None  # noqa: E731
         echo = [engine.llm.tokenizer.decode(engine.llm.encode(p), skip_special_tokens=False)
                 if isinstance(p, list) else p for p in parsed.prompts] if parsed.echo else None
+        logprobs = parsed.sampling.logprobs is not None
+
+        def logprobs_of(c: _Completion, token_ids: List[int], entries: Any) -> Optional[Dict[str, Any]]:
+            if not logprobs:
+                return None
+            out, c.text_offset = protocol.completion_logprobs(token_ids, entries, c.text_offset)
+            return out
+
         if not parsed.stream:
             await run_all(items, prompt_lens, n, request)
             choices = [protocol.completion_choice(c.index, (echo[c.index // n] if echo else "") + "".join(c.text),
-                                                  c.finish_reason) for c in items]
+                                                  c.finish_reason,
+                                                  logprobs_of(c, c.request.token_ids, c.request.logprobs))
+                       for c in items]
             return JSONResponse(protocol.completion_object(rid, model, choices, usage_of(items, prompt_lens),
                                                            created=now))
 
@@ -280,13 +305,15 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
                         rid, model, [protocol.completion_choice(c.index, echo[c.index // n], None)], None, True, now))
             async for c, delta in merged(items, prompt_lens, n):
                 if isinstance(delta, Exception):
-                    yield protocol.sse(ApiError(500, f"the engine failed: {delta}").body())
+                    yield protocol.sse(failure(delta).body())
                     return
-                if delta.text or delta.finished:
+                # With logprobs, tokens whose text is still held back (half a character, a possible stop
+                # string) get a chunk of their own, so every token's logprobs are sent.
+                if delta.text or delta.finished or (logprobs and delta.token_ids):
                     reason = delta.finish_reason if delta.finished else None
-                    yield protocol.sse(protocol.completion_object(
-                        rid, model, [protocol.completion_choice(c.index, delta.text, reason)], running(), True,
-                        now))
+                    choice = protocol.completion_choice(c.index, delta.text, reason,
+                                                        logprobs_of(c, delta.token_ids, delta.logprobs))
+                    yield protocol.sse(protocol.completion_object(rid, model, [choice], running(), True, now))
             if parsed.include_usage:
                 yield protocol.sse(protocol.completion_object(rid, model, [], usage_of(items, prompt_lens), True,
                                                               now))
@@ -299,9 +326,12 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
         parsed, model, items, prompt_lens = await accept(request, protocol.parse_chat)
         n, rid, now = parsed.sampling.n, protocol.new_id("chatcmpl"), int(time.time())
         running = lambda: usage_of(items, prompt_lens) if parsed.continuous_usage else None  # noqa: E731
+        logprobs = parsed.sampling.logprobs is not None
         if not parsed.stream:
             await run_all(items, prompt_lens, n, request)
-            choices = [protocol.chat_choice(c.index, "".join(c.text), c.finish_reason) for c in items]
+            choices = [protocol.chat_choice(c.index, "".join(c.text), c.finish_reason,
+                                            protocol.chat_logprobs(c.request.token_ids, c.request.logprobs)
+                                            if logprobs else None) for c in items]
             return JSONResponse(protocol.chat_object(rid, model, choices, usage_of(items, prompt_lens), now))
 
         async def events() -> AsyncIterator[bytes]:
@@ -310,11 +340,12 @@ def build_app(engine: AsyncLLM, served_name: str, *, model_path: Optional[str] =
                     protocol.chat_delta(c.index, {"role": "assistant", "content": ""}, None)]))
             async for c, delta in merged(items, prompt_lens, n):
                 if isinstance(delta, Exception):
-                    yield protocol.sse(ApiError(500, f"the engine failed: {delta}").body())
+                    yield protocol.sse(failure(delta).body())
                     return
-                if delta.text:
-                    yield protocol.sse(protocol.chat_chunk(rid, model, now, [
-                        protocol.chat_delta(c.index, {"content": delta.text}, None)], running()))
+                if delta.text or (logprobs and delta.token_ids):  # every token's logprobs, as for completions
+                    yield protocol.sse(protocol.chat_chunk(rid, model, now, [protocol.chat_delta(
+                        c.index, {"content": delta.text}, None,
+                        protocol.chat_logprobs(delta.token_ids, delta.logprobs) if logprobs else None)], running()))
                 if delta.finished:
                     yield protocol.sse(protocol.chat_chunk(rid, model, now, [
                         protocol.chat_delta(c.index, {}, delta.finish_reason)], running()))

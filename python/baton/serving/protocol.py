@@ -4,8 +4,14 @@ error objects. Pure functions of their arguments (no engine, no GPU): the CPU te
 Every refusal is an ApiError that renders as OpenAI's error object, {"error": {"message", "type", "param",
 "code"}}, its message naming the field, the value and what is accepted. The fields follow OpenAI's API and
 vLLM's extensions (top_k, stop_token_ids, ignore_eos, skip_special_tokens, repetition_penalty, min_tokens); the
-fields Baton does not compute yet (log-probabilities, min_p, logit_bias, ...) are accepted at their "off" value
+fields Baton does not compute yet (prompt_logprobs, min_p, logit_bias, ...) are accepted at their "off" value
 (null, 0) and refused otherwise, and an unknown field is refused by name.
+
+Log-probabilities (SamplingParams.logprobs says what they are): /v1/completions' `logprobs` (0 to 20, vLLM's
+bound; OpenAI's is 5) gives OpenAI's legacy object {tokens, token_logprobs, top_logprobs, text_offset};
+/v1/chat/completions' `logprobs: true` and `top_logprobs` (0 to 20) give {content: [{token, logprob, bytes,
+top_logprobs}]}. A token's string is its id decoded alone (as vLLM does; bytes are its UTF-8), and a logprob
+that is not finite is written as -9999.0 (vLLM's floor: JSON has no -Infinity).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import time
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from baton import sampling as sampling_module
+from baton.logprobs import TokenLogprobs, chosen_and_top
 from baton.sampling import MAX_N, SamplingParams
 
 # Completions per prompt (n) and stop strings per request: bounds on the host work one request may ask for.
@@ -75,14 +83,16 @@ class Defaults:
 # Fields Baton reads (besides the endpoint's own), fields it accepts at their "off" value, fields it ignores.
 _SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "top_k", "n", "seed", "stop", "stop_token_ids",
                     "ignore_eos", "skip_special_tokens", "stream", "stream_options", "presence_penalty",
-                    "frequency_penalty", "repetition_penalty", "min_tokens")
+                    "frequency_penalty", "repetition_penalty", "min_tokens", "logprobs")
 _OFF = {"min_p": (0, 0.0, None),
-        "logit_bias": (None, {}), "best_of": (None, 1), "prompt_logprobs": (None,), "logprobs": (None, False, 0),
-        "top_logprobs": (None, 0)}
+        "logit_bias": (None, {}), "best_of": (None, 1), "prompt_logprobs": (None,)}
 _IGNORED = ("user", "metadata", "store", "service_tier")
 _COMPLETION_FIELDS = ("model", "prompt", "echo", "suffix") + _SAMPLING_FIELDS
 _CHAT_FIELDS = ("model", "messages", "max_completion_tokens", "add_generation_prompt", "tools", "tool_choice",
-                "functions", "function_call", "parallel_tool_calls", "response_format") + _SAMPLING_FIELDS
+                "functions", "function_call", "parallel_tool_calls", "response_format",
+                "top_logprobs") + _SAMPLING_FIELDS
+# A logprob that JSON cannot carry (-inf, NaN) is written as this, as vLLM writes it.
+LOGPROB_FLOOR = -9999.0
 
 
 @dataclasses.dataclass
@@ -101,6 +111,7 @@ class GenerationRequest:
     echo: bool = False
     chat_messages: Optional[List[Dict[str, str]]] = None
     add_generation_prompt: bool = True
+    logprobs_field: str = "logprobs"  # the field that asked for sampling.logprobs (chat: top_logprobs if given)
 
 
 def _get(body: Mapping[str, Any], name: str, kinds: Tuple[type, ...], what: str) -> Any:
@@ -127,7 +138,7 @@ def _check_fields(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
 
 
 def _sampling(body: Mapping[str, Any], defaults: Defaults, max_tokens_field: str,
-              default_max_tokens: int) -> Tuple[SamplingParams, bool]:
+              default_max_tokens: int, logprobs: Optional[int]) -> Tuple[SamplingParams, bool]:
     max_tokens = _get(body, max_tokens_field, (int,), "an integer >= 1")
     if max_tokens is not None and max_tokens < 1:
         raise bad(max_tokens_field, f"'{max_tokens_field}' is {max_tokens}; it must be at least 1")
@@ -176,7 +187,7 @@ def _sampling(body: Mapping[str, Any], defaults: Defaults, max_tokens_field: str
             frequency_penalty=float(penalties["frequency_penalty"] or 0.0),
             repetition_penalty=float(penalties["repetition_penalty"] if penalties["repetition_penalty"] is not None
                                      else 1.0),
-            min_tokens=min_tokens or 0)
+            min_tokens=min_tokens or 0, logprobs=logprobs)
     except (TypeError, ValueError) as e:  # a limit of the device's (top_k past the vocabulary, stop ids)
         text = str(e)
         field = None
@@ -201,6 +212,15 @@ def _stream_flags(body: Mapping[str, Any]) -> Tuple[bool, bool, bool]:
         include_usage = bool(_get(options, "include_usage", (bool,), "true or false"))
         continuous = bool(_get(options, "continuous_usage_stats", (bool,), "true or false"))
     return stream, include_usage, continuous
+
+
+def _top_count(body: Mapping[str, Any], name: str) -> Optional[int]:
+    """An integer field counting top alternatives (completions' logprobs, chat's top_logprobs), or None."""
+    most = sampling_module.MAX_LOGPROBS  # the device's limit (20)
+    count = _get(body, name, (int,), f"an integer in [0, {most}]")
+    if count is not None and not 0 <= count <= most:
+        raise bad(name, f"'{name}' is {count}; it must lie in [0, {most}] (top alternatives per token)")
+    return count
 
 
 def _model(body: Mapping[str, Any]) -> Optional[str]:
@@ -237,7 +257,12 @@ def parse_completion(body: Any, defaults: Defaults) -> GenerationRequest:
     if body.get("suffix") not in (None, ""):
         raise bad("suffix", "'suffix' (fill in the middle) is not supported: leave it out")
     echo = _get(body, "echo", (bool,), "true or false") or False
-    sampling, given = _sampling(body, defaults, "max_tokens", defaults.completion_max_tokens)
+    # OpenAI's legacy field counts alternatives; false (off) is taken too, as Baton took it before.
+    logprobs = None if body.get("logprobs") is False else _top_count(body, "logprobs")
+    if echo and logprobs is not None:
+        raise bad("logprobs", "'echo' with 'logprobs' would need the prompt's log-probabilities, which Baton does "
+                              "not compute yet: drop 'echo' or 'logprobs'")
+    sampling, given = _sampling(body, defaults, "max_tokens", defaults.completion_max_tokens, logprobs)
     stream, include_usage, continuous = _stream_flags(body)
     return GenerationRequest(_model(body), prompts, sampling, given, stream, include_usage, echo=echo,
                              continuous_usage=continuous)
@@ -295,12 +320,18 @@ def parse_chat(body: Any, defaults: Defaults) -> GenerationRequest:
     if body.get("max_completion_tokens") is not None and body.get("max_tokens") is not None:
         raise bad("max_tokens", "pass 'max_completion_tokens' or 'max_tokens', not both")
     field = "max_tokens" if body.get("max_tokens") is not None else "max_completion_tokens"
-    sampling, given = _sampling(body, defaults, field, defaults.chat_max_tokens)
+    wanted = _get(body, "logprobs", (bool,), "true or false")
+    top = _top_count(body, "top_logprobs")
+    if top is not None and not wanted:
+        raise bad("top_logprobs", f"'top_logprobs' is {top} but 'logprobs' is not true: set \"logprobs\": true "
+                                  "to get log-probabilities (top_logprobs counts the alternatives)")
+    sampling, given = _sampling(body, defaults, field, defaults.chat_max_tokens, (top or 0) if wanted else None)
     stream, include_usage, continuous = _stream_flags(body)
     add = _get(body, "add_generation_prompt", (bool,), "true or false")
     return GenerationRequest(_model(body), [], sampling, given, stream, include_usage, max_tokens_field=field,
                              chat_messages=rendered, add_generation_prompt=add is not False,
-                             continuous_usage=continuous)
+                             continuous_usage=continuous,
+                             logprobs_field="top_logprobs" if top is not None else "logprobs")
 
 
 def check_length(prompt_tokens: int, request: GenerationRequest, max_context: int, pool_tokens: int,
@@ -348,8 +379,9 @@ def completion_object(request_id: str, model: str, choices: List[Dict[str, Any]]
     return body
 
 
-def completion_choice(index: int, text: str, finish_reason: Optional[str]) -> Dict[str, Any]:
-    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+def completion_choice(index: int, text: str, finish_reason: Optional[str],
+                      logprobs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
 def chat_object(request_id: str, model: str, choices: List[Dict[str, Any]], usage_: Optional[Dict[str, int]],
@@ -358,8 +390,9 @@ def chat_object(request_id: str, model: str, choices: List[Dict[str, Any]], usag
             "choices": choices, "usage": usage_}
 
 
-def chat_choice(index: int, text: str, finish_reason: str) -> Dict[str, Any]:
-    return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
+def chat_choice(index: int, text: str, finish_reason: str, logprobs: Optional[Dict[str, Any]] = None
+                ) -> Dict[str, Any]:
+    return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
             "finish_reason": finish_reason}
 
 
@@ -369,8 +402,51 @@ def chat_chunk(request_id: str, model: str, created: int, choices: List[Dict[str
             "choices": choices, "usage": usage_}
 
 
-def chat_delta(index: int, delta: Dict[str, Any], finish_reason: Optional[str]) -> Dict[str, Any]:
-    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+def chat_delta(index: int, delta: Dict[str, Any], finish_reason: Optional[str],
+               logprobs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def _finite(logprob: float) -> float:
+    return logprob if math.isfinite(logprob) else LOGPROB_FLOOR
+
+
+def _token_string(token: int, text: Optional[str]) -> str:
+    # Without a tokenizer there is no text: vLLM's spelling for a token shown as its id.
+    return text if text is not None else f"token_id:{token}"
+
+
+def completion_logprobs(token_ids: Sequence[int], entries: Sequence[TokenLogprobs],
+                        text_offset: int) -> Tuple[Dict[str, Any], int]:
+    """OpenAI's legacy logprobs object for these tokens, and the text offset after them. top_logprobs holds, per
+    token, the top N and the chosen token ({token string: logprob}, as vLLM fills it); text_offset[i] is
+    `text_offset` plus the lengths of the earlier tokens' strings (vLLM's rule: a token decoded alone may differ
+    from its share of the text, e.g. half of a character)."""
+    out: Dict[str, Any] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for token, entry in zip(token_ids, entries):
+        chosen = entry[int(token)]
+        text = _token_string(token, chosen.decoded_token)
+        out["tokens"].append(text)
+        out["token_logprobs"].append(_finite(chosen.logprob))
+        out["top_logprobs"].append({_token_string(t, p.decoded_token): _finite(p.logprob) for t, p in entry.items()})
+        out["text_offset"].append(text_offset)
+        text_offset += len(text)
+    return out, text_offset
+
+
+def chat_logprobs(token_ids: Sequence[int], entries: Sequence[TokenLogprobs]) -> Dict[str, Any]:
+    """OpenAI's chat logprobs object for these tokens: per token its string, logprob, UTF-8 bytes and the top N
+    in rank order (exactly top_logprobs of them)."""
+    def item(token: int, text: Optional[str], logprob: float) -> Dict[str, Any]:
+        string = _token_string(token, text)
+        return {"token": string, "logprob": _finite(logprob), "bytes": list(string.encode("utf-8"))}
+
+    content = []
+    for token, entry in zip(token_ids, entries):
+        chosen, top = chosen_and_top(token, entry)
+        content.append(dict(item(token, chosen.decoded_token, chosen.logprob),
+                            top_logprobs=[item(t, p.decoded_token, p.logprob) for t, p in top]))
+    return {"content": content}
 
 
 def sse(obj: Any) -> bytes:

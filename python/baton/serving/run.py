@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--served-model-name", help="the model's name in requests (default: the directory's "
                                                    "name; the path as given is accepted too)")
     parser.add_argument("--max-requests", type=int, help="requests in flight at once; more get 503")
+    parser.add_argument("--max-logprobs", type=int,
+                        help="most top alternatives a request's logprobs / top_logprobs may ask for (default and "
+                             "limit 20; 0: log-probabilities off, their host buffers not allocated)")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 22, help="largest request body (413 above)")
     parser.add_argument("--chat-max-tokens", type=int, default=1024,
                         help="max_tokens of a chat request that gives none (at most the rest of the context)")
@@ -44,6 +47,8 @@ def build(args: argparse.Namespace, make_llm: Callable[..., Any]) -> Any:
     config = json.loads(generation.read_text()) if generation.exists() else {}
     defaults = Defaults.from_generation_config(config, chat_max_tokens=args.chat_max_tokens)
     extra = {"max_requests": args.max_requests} if args.max_requests else {}
+    if args.max_logprobs is not None:
+        extra["max_logprobs"] = args.max_logprobs
     llm = make_llm(args, load_progress=True, **extra)
     engine = AsyncLLM(llm)
     return build_app(engine, args.served_model_name or model_dir.name, model_path=str(args.model),
