@@ -49,33 +49,46 @@ def serve_http_block():
 
 
 def headline(b):
-    """The README's sentence on the newest file: Baton's server beside transformers' at the highest rate both
-    ran, and the HTTP path's cost beside the in-process LLM at the highest rate both ran (that file's or the
-    newest file that has it)."""
+    """The README's sentence: Baton's server beside transformers' at the issue's yardstick, the lowest rate where
+    transformers' p99 time to first token passes 1 s (from the newest file that reaches it; else the newest
+    file's highest rate both ran), and the HTTP path's cost beside the in-process LLM at the highest rate both
+    ran (the newest file that has it)."""
     found = sorted(files(), key=inputs.order)
     if not found:
         return "", []
-    def pair(path, peer):
-        """The file, and Baton's server's and `peer`'s rows at the highest rate both ran (None: none)."""
+    def pair(path, peer, rates=None):
+        """The file, and Baton's server's and `peer`'s rows at the highest of `rates` (default: every rate)
+        both ran (None: none)."""
         d = b.json(path)
         by = {(r["driver"], r["rate"]): r for r in d["rows"]}
-        both = [r for (drv, r) in by if drv == "baton-http" and (peer, r) in by]
+        both = [r for (drv, r) in by if drv == "baton-http" and (peer, r) in by and (rates is None or r in rates)]
         return (d, None, None, None) if not both else (d, max(both), by[("baton-http", max(both))],
                                                        by[(peer, max(both))])
 
+    def past_one_second(path):
+        """The lowest rate at which transformers' p99 first token took 1 s or more (None: none)."""
+        d = b.json(path)
+        slow = [r["rate"] for r in d["rows"] if r["driver"] == "transformers-cb" and r["ttft_p99_ms"] >= 1000]
+        return min(slow) if slow else None
+
     notes = []
-    path = found[-1]
-    d, rate, ours, peer = pair(path, "transformers-cb")
+    reached = [p for p in found if past_one_second(p) is not None]
+    path = (sorted(reached, key=lambda p: b.json(p)["date"]) or found)[-1]
+    one_second = past_one_second(path)
+    d, rate, ours, peer = pair(path, "transformers-cb", None if one_second is None else [one_second])
     if rate is not None:
-        notes.append(f"at {rate:g} requests/s, time to first token p99 {ours['ttft_p99_ms']:.1f} ms against "
-                     f"{peer['ttft_p99_ms']:,.0f} ms for `transformers serve` (continuous batching, CUDA graphs), "
-                     f"time per output token p50 {ours['tpot_p50_ms']:.2f} against {peer['tpot_p50_ms']:.2f} ms "
-                     f"({link(path)})")
+        where = (f"at {rate:g} requests/s, the lowest rate at which `transformers serve` (continuous batching, "
+                 f"CUDA graphs) took 1 s or more for its p99 first token"
+                 if one_second is not None else
+                 f"at {rate:g} requests/s, beside `transformers serve` (continuous batching, CUDA graphs)")
+        notes.append(f"{where} ({d['gpu']}, {d['requests']} requests per rate): time to first token p99 "
+                     f"{ours['ttft_p99_ms']:.1f} ms against {peer['ttft_p99_ms']:,.0f} ms, time per output token "
+                     f"p50 {ours['tpot_p50_ms']:.2f} against {peer['tpot_p50_ms']:.2f} ms ({link(path)})")
     for p in reversed(found):
-        _, rate, http, local = pair(p, "baton-llm")
+        dd, rate, http, local = pair(p, "baton-llm")
         if rate is not None:
-            notes.append(f"through HTTP at {rate:g} requests/s the time per output token is "
+            notes.append(f"through HTTP at {rate:g} requests/s ({dd['gpu']}) the time per output token is "
                          f"{http['tpot_p50_ms']:.2f} ms against {local['tpot_p50_ms']:.2f} ms in process, the first "
                          f"token {http['ttft_p50_ms']:.1f} against {local['ttft_p50_ms']:.1f} ms ({link(p)})")
             break
-    return f"**Serving over HTTP** (`python -m baton serve`, {d['gpu']}, one trace per rate):", notes
+    return "**Serving over HTTP** (`python -m baton serve`, one trace per rate):", notes
