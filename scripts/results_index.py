@@ -38,7 +38,7 @@ RESULTS = ROOT / "results"
 INDEX = "README.md"
 ARCHIVE = "archive"
 
-_NAME = re.compile(r"^(?P<gpu>[a-z]\d+)-(?P<date>\d{4}-\d{2}-\d{2}[a-z]?)-(?P<rest>.+)\.(?P<ext>[a-z]+)$")
+_NAME = re.compile(r"^(?P<gpu>[a-z]\d+(?:x\d+)?)-(?P<date>\d{4}-\d{2}-\d{2}[a-z]?)-(?P<rest>.+)\.(?P<ext>[a-z]+)$")
 # A run's own files: a word after the date is a run tag where one of these follows it.
 _RUN_MARKERS = ("gpu-suite.json", "decode-loop.json")
 # A row of the index's tables: its first cell links the file (results/README.md's own form, parsed back by read()).

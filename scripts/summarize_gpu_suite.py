@@ -2,7 +2,9 @@
 """Summarizes a gpu_suite.sh output folder into summary.json and summary.txt.
 
 Counts gtest results per binary (passed / failed / skipped; a skipped GPU test
-on a GPU machine counts against the run) and collects each sample's verdict.
+on a GPU machine counts against the run, except a multi-GPU test skipped on a
+machine with fewer GPUs: its skip message starts "multi-GPU:" and it counts as
+skipped_multi_gpu) and collects each sample's verdict.
 """
 import csv
 import datetime
@@ -49,6 +51,10 @@ def main(out):
             counts = test_counts(test_json) if test_json.exists() else {
                 "passed": 0, "failed": 1, "skipped": 0, "failures": ["<no gtest json>"]}
             counts["exit"] = rc
+            log = (out / "logs" / f"{name}.log").read_text(errors="replace")
+            multi = min(counts["skipped"], log.count("\nmulti-GPU: "))
+            counts["skipped"] -= multi
+            counts["skipped_multi_gpu"] = multi
             summary["tests"][name] = counts
             ok &= rc == 0 and counts["failed"] == 0 and counts["skipped"] == 0
         else:
@@ -61,20 +67,24 @@ def main(out):
                 entry["params"] = data.get("params", {})
             summary["samples"][name] = entry
             ok &= rc == 0
-    totals = {k: sum(t[k] for t in summary["tests"].values()) for k in ("passed", "failed", "skipped")}
+    totals = {k: sum(t.get(k, 0) for t in summary["tests"].values())
+              for k in ("passed", "failed", "skipped", "skipped_multi_gpu")}
     summary["totals"] = totals
     summary["ok"] = ok
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [f"GPU suite on {device.get('name', '?')} (driver {device.get('driver_version', '?')}), "
              f"{summary['date']}"]
     for name, t in summary["tests"].items():
+        multi = f", {t['skipped_multi_gpu']} need more GPUs" if t.get("skipped_multi_gpu") else ""
         lines.append(f"  test   {name:32s} {t['passed']} passed, {t['failed']} failed, "
-                     f"{t['skipped']} skipped (exit {t['exit']})")
+                     f"{t['skipped']} skipped{multi} (exit {t['exit']})")
         lines += [f"         FAILED {f}" for f in t["failures"]]
     for name, s in summary["samples"].items():
         lines.append(f"  sample {name:32s} {'Passed' if s.get('passed') and s['exit'] == 0 else 'FAILED'} "
                      f"(exit {s['exit']})")
-    lines.append(f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
+    multi = (f" ({totals['skipped_multi_gpu']} multi-GPU tests skipped: too few GPUs)"
+             if totals["skipped_multi_gpu"] else "")
+    lines.append(f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped{multi}")
     lines.append("suite: OK" if ok else "suite: FAILED")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

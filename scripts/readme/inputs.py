@@ -184,8 +184,8 @@ SUFFIXES = {
     "sanitizers": "sanitizers.txt",
 }
 REQUIRED = ("decode", "launch", "queue", "prep", "suite", "sanitizers")
-_PREFIX = re.compile(r"^(?P<gpu>[a-z]\d+)-(?P<date>\d{4}-\d{2}-\d{2})")
-_NAME_DATE = re.compile(r"^[a-z]\d+-(\d{4}-\d{2}-\d{2}[a-z]?)-")
+_PREFIX = re.compile(r"^(?P<gpu>[a-z]\d+(?:x\d+)?)-(?P<date>\d{4}-\d{2}-\d{2})")
+_NAME_DATE = re.compile(r"^[a-z]\d+(?:x\d+)?-(\d{4}-\d{2}-\d{2}[a-z]?)-")
 
 
 def gpu_of(prefix):
