@@ -14,38 +14,9 @@
 
 #include "baton/peer_group.h"
 #include "collective/all_reduce_view.h"
+#include "kernels/decode_kernel_common.cuh"
 
 namespace baton::detail {
-
-// 8 (or 4) elements of a 16-byte vector, summed into float accumulators.
-template <class T>
-__device__ inline void accumulate(const uint4& v, float (&acc)[16 / sizeof(T)]);
-template <>
-__device__ inline void accumulate<float>(const uint4& v, float (&acc)[4]) {
-  acc[0] += __uint_as_float(v.x);
-  acc[1] += __uint_as_float(v.y);
-  acc[2] += __uint_as_float(v.z);
-  acc[3] += __uint_as_float(v.w);
-}
-template <class T>
-__device__ inline void accumulate(const uint4& v, float (&acc)[16 / sizeof(T)]) {
-  const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i] += static_cast<float>(e[i]);
-}
-template <class T>
-__device__ inline uint4 pack(const float (&acc)[16 / sizeof(T)]) {
-  uint4 out;
-  if constexpr (sizeof(T) == 4) {
-    out = make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]), __float_as_uint(acc[2]),
-                     __float_as_uint(acc[3]));
-  } else {
-    T* e = reinterpret_cast<T*>(&out);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = static_cast<T>(acc[i]);
-  }
-  return out;
-}
 
 // One rank's block b of an all-reduce of `vectors` 16-byte vectors of T.
 template <class T>
@@ -92,18 +63,21 @@ __device__ void all_reduce_body(const AllReduceView& v, const uint4* in, uint4* 
   // not coherent in this SM's L1). Every rank's vector is loaded before any
   // is added, so the peers' loads are in flight together (one NVLink round
   // trip, not one per rank).
+  using Vector = decode::Packed<T, decode::kVector>;  // 16 bytes
   for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    uint4 x[kMaxPeerRanks];
+    Vector x[kMaxPeerRanks];
 #pragma unroll
     for (std::uint32_t q = 0; q < kMaxPeerRanks; ++q) {
-      if (q < v.ranks) x[q] = __ldcg(v.staging[q] + region + (i - begin));
+      if (q < v.ranks) x[q] = Vector{__ldcg(v.staging[q] + region + (i - begin))};
     }
-    float acc[16 / sizeof(T)] = {};
+    float acc[decode::kVector] = {};
 #pragma unroll
     for (std::uint32_t q = 0; q < kMaxPeerRanks; ++q) {
-      if (q < v.ranks) accumulate<T>(x[q], acc);
+      if (q >= v.ranks) continue;
+#pragma unroll
+      for (int e = 0; e < decode::kVector; ++e) acc[e] += x[q][e];
     }
-    out[i] = pack<T>(acc);
+    decode::store_packed<T, decode::kVector>(reinterpret_cast<T*>(out + i), acc);
   }
 }
 

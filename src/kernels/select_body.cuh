@@ -113,12 +113,14 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   }
   // Rows are padded_vocab() apart; the padding is never a candidate.
   const T* row = logits + static_cast<std::size_t>(p) * config.padded_vocab();
-  // Logprobs first, on the row as the model wrote it (uniform across the
-  // cluster: every thread loads the same record).
+  // The position's parameters, loaded once (every thread of the cluster
+  // loads the same record, so the branches on it are uniform); with Sample
+  // only. Logprobs first, on the row as the model wrote it.
+  const PositionSampling s = params.at(p);
   unsigned logprobs = 0;  // the count + 1; 0: none
   RowLogprobs lp;
   if constexpr (Sample) {
-    logprobs = params.at(p).logprobs;
+    logprobs = s.logprobs;
     if (logprobs > kMaxLogprobs + 1) logprobs = kMaxLogprobs + 1;
     if (logprobs != 0) lp = row_logprobs<T>(row, config.vocab, logprobs - 1, gather, shared.logprobs);
   }
@@ -140,7 +142,6 @@ __device__ __forceinline__ void select_body(DecoderConfig config, const T* logit
   if constexpr (!Sample) {
     best = best_in_row<T, false>(row, config.vocab, 1.0f, 0, 0, 0);
   } else {
-    const PositionSampling s = params.at(p);
     const std::uint64_t sequence = sequence_ids[p];
     const std::uint32_t step = sequence_steps[p];
     const bool filtered =
