@@ -60,6 +60,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "baton/decoder_config.h"
+#include "baton/peer_group.h"
 #include "baton/step_program.h"
 #include "baton/work_item.h"
 
@@ -111,6 +112,29 @@ struct TokenLogprobs {
   float logprob = 0.0f;                 // the chosen token's
   std::vector<std::int32_t> top_tokens;  // the best `logprobs` tokens, best first (ties: lower id)
   std::vector<float> top_logprobs;       // theirs
+};
+
+// Tensor parallelism (Megatron's split, as vLLM applies it to Llama): one
+// model over the GPUs of a PeerGroup, one DecoderModel per rank, each on its
+// own GPU with its share of the weights (q | k | v and gate | up by output
+// rows, the attention output and down projections by input columns, the LM
+// head by vocabulary rows; embedding and norms whole) and of the KV cache
+// (its key/value heads). Inside every step the ranks' partial sums are
+// all-reduced over peer memory (a kernel node; sum in rank order, so every
+// rank holds the same bits) and the logits gathered before selection, so
+// every rank chooses the same tokens. The size must divide the key/value
+// heads, and the group's max_bytes must hold a step's largest exchange
+// (Create says how much).
+//
+// The ranks must run the same steps in the same order (the same rows,
+// buckets and requests), or their all-reduces wait for each other until
+// PeerGroupOptions::wait_timeout and the step's outputs are garbage
+// (PeerGroup::CheckFaults names the rank). Today one host loop decides
+// every step and launches it on every rank (samples/tensor_parallel);
+// device schedulers in lockstep are issue #42's next step.
+struct TensorParallelOptions {
+  std::shared_ptr<const PeerGroup> group;  // null: one GPU (the current device)
+  int rank = 0;                            // this model's rank in the group
 };
 
 struct DecoderModelOptions {
@@ -189,6 +213,11 @@ struct DecoderModelOptions {
   // so far and in all (after each tensor; a front end draws a progress bar).
   // Empty: none.
   std::function<void(std::uint64_t done, std::uint64_t total)> load_progress;
+  // One rank of a tensor-parallel model (above); default: the whole model on
+  // the current device. Create makes the rank's GPU (group->device(rank))
+  // current on the calling thread, and every later call must find it current
+  // (FailedPrecondition otherwise).
+  TensorParallelOptions tensor_parallel;
 
   // The token policy of the step program (MakeStepProgram) these options make.
   [[nodiscard]] TokenPolicy tokens() const {
@@ -306,8 +335,11 @@ class DecoderModel {
   // Where the model came from: the checkpoint's architecture and end-of-text
   // tokens (for a request's stop_tokens), or the synthetic model.
   [[nodiscard]] const DecoderModelInfo& info() const;
-  // Bytes of weights one step streams (the HBM floor's numerator).
+  // Bytes of weights one step streams (the HBM floor's numerator); a
+  // tensor-parallel rank's, its share's.
   [[nodiscard]] std::size_t weight_bytes() const;
+  // The CUDA device the model lives on.
+  [[nodiscard]] int device() const;
 
   class Impl;
 

@@ -90,7 +90,15 @@ class PeerGroup {
 
   // OK, or Internal naming each rank whose all-reduce gave up waiting (its
   // output was left unwritten): reads every rank's fault word (synchronous).
+  // A group that faulted stays faulted: every later exchange of a faulted
+  // rank returns at once (one timeout, not one per call); make a new group.
   [[nodiscard]] absl::Status CheckFaults() const;
+
+  // The largest exchange, in bytes (PeerGroupOptions::max_bytes).
+  [[nodiscard]] std::size_t max_bytes() const;
+  // Rank `rank`'s view of the group, as the step's all-reduce op reads it
+  // (ops/all_reduce.h; the tensor-parallel decoder's plans). rank in range.
+  [[nodiscard]] const detail::AllReduceView& view(int rank) const;
 
  private:
   struct Impl;

@@ -94,40 +94,67 @@ std::uint64_t ScheduleSteps(absl::Span<const ScheduleRun> runs) {
 }
 
 absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::Create(const StepProgram& program) {
+  int device = 0;
+  BATON_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  return CreateRanks({program}, {device});
+}
+
+absl::StatusOr<std::unique_ptr<HostLoop>> HostLoop::CreateRanks(
+    const std::vector<StepProgram>& programs, const std::vector<int>& devices) {
+  if (programs.empty() || programs.size() != devices.size()) {
+    return absl::InvalidArgumentError("HostLoop: give one device per program (rank)");
+  }
+  const StepProgram& program = programs[0];
   std::unique_ptr<HostLoop> loop(new HostLoop());
   loop->max_batch_ = program.max_batch;
   loop->policy_ = program.tokens;
-  loop->pages_ = program.pages;
   const std::uint32_t max_tokens = StepRowsLimit(program.tokens, program.max_batch);
-  if (program.max_batch == 0 || program.buckets.empty() || program.buckets.back() < max_tokens) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "HostLoop: the program needs a max_batch and a largest bucket of at least %u rows",
-        max_tokens));
+  for (const StepProgram& p : programs) {
+    if (p.max_batch == 0 || p.buckets.empty() || p.buckets.back() < max_tokens ||
+        p.max_batch != program.max_batch || p.buckets != program.buckets) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "HostLoop: every rank's program needs the same max_batch and buckets, the largest of "
+          "at least %u rows",
+          max_tokens));
+    }
   }
   loop->buckets_ = program.buckets;
-  BATON_ASSIGN_OR_RETURN(loop->stream_, CreateStream());
   std::size_t up = 0, down_offset = 0, down = 0;
   LayOut(nullptr, loop->max_batch_, max_tokens, up, down_offset, down);
-  BATON_ASSIGN_OR_RETURN(loop->device_, DeviceBuffer<unsigned char>::Create(up));
   BATON_ASSIGN_OR_RETURN(loop->host_, MappedHostBuffer<unsigned char>::Create(up));
   std::memset(loop->host_.host(), 0, up);
-  loop->device_args_ = LayOut(loop->device_.data(), loop->max_batch_, max_tokens, loop->up_bytes_,
-                              loop->down_offset_, loop->down_bytes_);
   loop->host_args_ =
-      LayOut(loop->host_.host(), loop->max_batch_, max_tokens, up, down_offset, down);
-  BATON_RETURN_IF_ERROR(loop->Upload(0, 0, 0, 0));
-  for (std::uint32_t bucket : loop->buckets_) {
-    StepContext ctx;
-    ctx.bucket_size = bucket;
-    ctx.args = loop->device_args_;
-    BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(loop->stream_.get(), [&](cudaStream_t s) {
-                             return program.enqueue(ctx, s);
-                           }));
-    BATON_ASSIGN_OR_RETURN(GraphExec exec, InstantiateGraph(graph.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec.get(), loop->stream_.get()));
-    loop->graphs_.push_back(std::move(exec));
+      LayOut(loop->host_.host(), loop->max_batch_, max_tokens, loop->up_bytes_,
+             loop->down_offset_, loop->down_bytes_);
+  loop->ranks_.resize(programs.size());
+  for (std::size_t r = 0; r < programs.size(); ++r) {
+    Rank& rank = loop->ranks_[r];
+    rank.device = devices[r];
+    rank.pages = programs[r].pages;
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(rank.device));
+    BATON_ASSIGN_OR_RETURN(rank.stream, CreateStream());
+    BATON_ASSIGN_OR_RETURN(rank.device_args_bytes, DeviceBuffer<unsigned char>::Create(up));
+    rank.device_args = LayOut(rank.device_args_bytes.data(), loop->max_batch_, max_tokens, up,
+                              down_offset, down);
   }
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(loop->stream_.get()));
+  BATON_RETURN_IF_ERROR(loop->Upload(0, 0, 0, 0));
+  for (std::size_t r = 0; r < programs.size(); ++r) {
+    Rank& rank = loop->ranks_[r];
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(rank.device));
+    for (std::uint32_t bucket : loop->buckets_) {
+      StepContext ctx;
+      ctx.bucket_size = bucket;
+      ctx.args = rank.device_args;
+      BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(rank.stream.get(), [&](cudaStream_t s) {
+                               return programs[r].enqueue(ctx, s);
+                             }));
+      BATON_ASSIGN_OR_RETURN(GraphExec exec, InstantiateGraph(graph.get()));
+      BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec.get(), rank.stream.get()));
+      rank.graphs.push_back(std::move(exec));
+    }
+    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(rank.stream.get()));
+  }
+  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(loop->ranks_[0].device));
   return loop;
 }
 
@@ -139,8 +166,12 @@ absl::Status HostLoop::Upload(std::uint32_t batch, std::uint32_t rows, std::uint
   header.bucket = bucket;
   header.bucket_size = buckets_[bucket];
   header.tokens = rows;
-  BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_.data(), host_.host(), up_bytes_,
-                                             cudaMemcpyHostToDevice, stream_.get()));
+  for (Rank& rank : ranks_) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(rank.device));
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(rank.device_args_bytes.data(), host_.host(),
+                                               up_bytes_, cudaMemcpyHostToDevice,
+                                               rank.stream.get()));
+  }
   return absl::OkStatus();
 }
 
@@ -148,7 +179,7 @@ absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first
                            std::vector<Completion>& completions,
                            const std::function<void()>& after_step) {
   const StepArgs& a = host_args_;
-  HostBatch b(a, pages_);
+  HostBatch b(a, ranks_[0].pages);
   std::size_t next = 0;
   std::uint64_t step = first_step;
   std::fill(a.finished, a.finished + max_batch_, 0u);
@@ -157,22 +188,30 @@ absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first
     const std::uint32_t batch = b.batch();
     if (batch == 0) break;
     const std::uint32_t rows = b.PlanTokens(policy_);
-    // The page table, when this step's plan or the last retirement changed
-    // it (the device scheduler writes it in place; here it goes up).
-    if (b.TakePagesChanged()) {
-      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pages_.page_table, b.page_table().data(),
-                                                 b.page_table().size() * sizeof(std::uint32_t),
-                                                 cudaMemcpyHostToDevice, stream_.get()));
-    }
     const int bucket =
         ChooseStepBucket(buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), batch, rows);
     if (bucket < 0) return absl::InternalError("HostLoop: no bucket holds the step");
+    // The page table, when this step's plan or the last retirement changed
+    // it (the device scheduler writes it in place; here it goes up, to every
+    // rank's: each holds its share of every page).
+    const bool pages_changed = b.TakePagesChanged();
     BATON_RETURN_IF_ERROR(Upload(batch, rows, static_cast<std::uint32_t>(bucket), step));
-    BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), stream_.get()));
+    for (Rank& rank : ranks_) {
+      BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(rank.device));
+      if (pages_changed) {
+        BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(rank.pages.page_table, b.page_table().data(),
+                                                   b.page_table().size() * sizeof(std::uint32_t),
+                                                   cudaMemcpyHostToDevice, rank.stream.get()));
+      }
+      BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(rank.graphs[bucket].get(), rank.stream.get()));
+    }
+    Rank& first = ranks_[0];
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(first.device));
     BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_.host() + down_offset_,
-                                               device_.data() + down_offset_, down_bytes_,
-                                               cudaMemcpyDeviceToHost, stream_.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+                                               first.device_args_bytes.data() + down_offset_,
+                                               down_bytes_, cudaMemcpyDeviceToHost,
+                                               first.stream.get()));
+    for (Rank& rank : ranks_) BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(rank.stream.get()));
     if (after_step) after_step();
     ++step;
     ++steps_;
@@ -188,7 +227,17 @@ absl::Status HostLoop::Run(absl::Span<const WorkItem> items, std::uint64_t first
 absl::Status HostLoop::PrepareScheduleReplay(const StepProgram& program,
                                              std::vector<ScheduleRun> runs,
                                              const WorkItem& decoding, const WorkItem& reading) {
+  return PrepareScheduleReplay(std::vector<StepProgram>{program}, std::move(runs), decoding,
+                               reading);
+}
+
+absl::Status HostLoop::PrepareScheduleReplay(const std::vector<StepProgram>& programs,
+                                             std::vector<ScheduleRun> runs,
+                                             const WorkItem& decoding, const WorkItem& reading) {
   if (runs.empty()) return absl::InvalidArgumentError("HostLoop: an empty schedule to replay");
+  if (programs.size() != ranks_.size()) {
+    return absl::InvalidArgumentError("HostLoop: give the replay every rank's program");
+  }
   // Every run's arguments, laid out as the step reads them, staged once: a
   // replay copies them on the device, so nothing host-side can change under
   // a copy still in flight.
@@ -205,8 +254,8 @@ absl::Status HostLoop::PrepareScheduleReplay(const StepProgram& program,
         buckets_.data(), static_cast<std::uint32_t>(buckets_.size()), run.batch, run.rows);
     if (bucket < 0) return absl::InvalidArgumentError("HostLoop: no bucket holds a run's step");
     std::size_t up = 0, down_offset = 0, down = 0;
-    const StepArgs a = LayOut(staged.data() + r * up_bytes_, max_batch_, device_args_.max_tokens,
-                              up, down_offset, down);
+    const StepArgs a = LayOut(staged.data() + r * up_bytes_, max_batch_,
+                              ranks_[0].device_args.max_tokens, up, down_offset, down);
     a.header->step = 0;
     a.header->batch = run.batch;
     a.header->bucket = static_cast<std::uint32_t>(bucket);
@@ -227,36 +276,43 @@ absl::Status HostLoop::PrepareScheduleReplay(const StepProgram& program,
     }
     replay_buckets_.push_back(static_cast<std::uint32_t>(bucket));
   }
-  // Slot s's pages s * pages_per_slot + j (modulo the pool): the replay
-  // times the work, whatever the cache holds.
-  if (pages_.paged()) {
-    std::vector<std::uint32_t> table(std::size_t{max_batch_} * pages_.pages_per_slot);
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      table[i] = static_cast<std::uint32_t>(i % pages_.pool_pages);
+  for (std::size_t k = 0; k < ranks_.size(); ++k) {
+    Rank& rank = ranks_[k];
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(rank.device));
+    // Slot s's pages s * pages_per_slot + j (modulo the pool): the replay
+    // times the work, whatever the cache holds.
+    if (rank.pages.paged()) {
+      std::vector<std::uint32_t> table(std::size_t{max_batch_} * rank.pages.pages_per_slot);
+      for (std::size_t i = 0; i < table.size(); ++i) {
+        table[i] = static_cast<std::uint32_t>(i % rank.pages.pool_pages);
+      }
+      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(rank.pages.page_table, table.data(),
+                                            table.size() * sizeof(std::uint32_t),
+                                            cudaMemcpyHostToDevice));
     }
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(pages_.page_table, table.data(),
-                                          table.size() * sizeof(std::uint32_t),
+    BATON_ASSIGN_OR_RETURN(rank.replay_args, DeviceBuffer<unsigned char>::Create(staged.size()));
+    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpy(rank.replay_args.data(), staged.data(), staged.size(),
                                           cudaMemcpyHostToDevice));
+    rank.replay_graphs.clear();
+    rank.replay_graphs.resize(buckets_.size());
+    for (const std::uint32_t bucket : replay_buckets_) {
+      if (rank.replay_graphs[bucket]) continue;
+      StepContext ctx;
+      ctx.bucket_size = buckets_[bucket];
+      ctx.args = rank.device_args;
+      BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(rank.stream.get(), [&](cudaStream_t s) {
+                               for (std::uint32_t i = 0; i < kReplayStepsPerGraph; ++i) {
+                                 BATON_RETURN_IF_ERROR(programs[k].enqueue(ctx, s));
+                               }
+                               return absl::OkStatus();
+                             }));
+      BATON_ASSIGN_OR_RETURN(rank.replay_graphs[bucket], InstantiateGraph(graph.get()));
+      BATON_CUDA_RETURN_IF_ERROR(
+          cudaGraphUpload(rank.replay_graphs[bucket].get(), rank.stream.get()));
+    }
+    BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(rank.stream.get()));
   }
-  BATON_ASSIGN_OR_RETURN(replay_args_, DeviceBuffer<unsigned char>::Create(staged.size()));
-  BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(replay_args_.data(), staged.data(), staged.size(), cudaMemcpyHostToDevice));
-  replay_graphs_.resize(buckets_.size());
-  for (const std::uint32_t bucket : replay_buckets_) {
-    if (replay_graphs_[bucket]) continue;
-    StepContext ctx;
-    ctx.bucket_size = buckets_[bucket];
-    ctx.args = device_args_;
-    BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(stream_.get(), [&](cudaStream_t s) {
-                             for (std::uint32_t k = 0; k < kReplayStepsPerGraph; ++k) {
-                               BATON_RETURN_IF_ERROR(program.enqueue(ctx, s));
-                             }
-                             return absl::OkStatus();
-                           }));
-    BATON_ASSIGN_OR_RETURN(replay_graphs_[bucket], InstantiateGraph(graph.get()));
-    BATON_CUDA_RETURN_IF_ERROR(cudaGraphUpload(replay_graphs_[bucket].get(), stream_.get()));
-  }
-  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks_[0].device));
   replay_runs_ = std::move(runs);
   return absl::OkStatus();
 }
@@ -265,18 +321,29 @@ absl::Status HostLoop::EnqueueScheduleReplay() {
   if (replay_runs_.empty()) {
     return absl::FailedPreconditionError("HostLoop: PrepareScheduleReplay first");
   }
+  // Run by run, every rank's launches of a run before the next run's: a
+  // rank's graphs wait in its stream for the peers' all-reduces, and a host
+  // that filled one rank's launch queue first could block on it while the
+  // peers had nothing to run.
   for (std::size_t r = 0; r < replay_runs_.size(); ++r) {
-    BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_.data(), replay_args_.data() + r * up_bytes_,
-                                               up_bytes_, cudaMemcpyDeviceToDevice, stream_.get()));
     const std::uint32_t bucket = replay_buckets_[r];
-    std::uint32_t left = replay_runs_[r].steps;
-    for (; left >= kReplayStepsPerGraph; left -= kReplayStepsPerGraph) {
-      BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(replay_graphs_[bucket].get(), stream_.get()));
-    }
-    for (; left > 0; --left) {
-      BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[bucket].get(), stream_.get()));
+    for (Rank& rank : ranks_) {
+      BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(rank.device));
+      BATON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(rank.device_args_bytes.data(),
+                                                 rank.replay_args.data() + r * up_bytes_,
+                                                 up_bytes_, cudaMemcpyDeviceToDevice,
+                                                 rank.stream.get()));
+      std::uint32_t left = replay_runs_[r].steps;
+      for (; left >= kReplayStepsPerGraph; left -= kReplayStepsPerGraph) {
+        BATON_CUDA_RETURN_IF_ERROR(
+            cudaGraphLaunch(rank.replay_graphs[bucket].get(), rank.stream.get()));
+      }
+      for (; left > 0; --left) {
+        BATON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(rank.graphs[bucket].get(), rank.stream.get()));
+      }
     }
   }
+  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks_[0].device));
   return absl::OkStatus();
 }
 

@@ -55,6 +55,12 @@ class HostLoop {
   // Captures one host-launched graph per bucket of `program` (what
   // DecoderModel::MakeStepProgram gives the engines).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostLoop>> Create(const StepProgram& program);
+  // One loop over a tensor-parallel model's ranks: `programs[r]` is rank
+  // r's (its model's MakeStepProgram), on CUDA device `devices[r]`. Every
+  // step is decided once and launched on every rank; results come back
+  // from rank 0 (every rank chooses the same tokens).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostLoop>> CreateRanks(
+      const std::vector<StepProgram>& programs, const std::vector<int>& devices);
 
   // Runs `items` to completion, admitting in order; appends their completions.
   // Steps are numbered from `first_step` (the model's step clock).
@@ -77,6 +83,11 @@ class HostLoop {
                                                    std::vector<ScheduleRun> runs,
                                                    const WorkItem& decoding,
                                                    const WorkItem& reading);
+  // The same for every rank of a CreateRanks loop (`programs` as given there).
+  [[nodiscard]] absl::Status PrepareScheduleReplay(const std::vector<StepProgram>& programs,
+                                                   std::vector<ScheduleRun> runs,
+                                                   const WorkItem& decoding,
+                                                   const WorkItem& reading);
 
   // Enqueues the prepared runs' steps with no decision, no copy down and no
   // synchronization: per run, one device-side copy of its arguments, then its
@@ -88,35 +99,45 @@ class HostLoop {
   [[nodiscard]] absl::Status EnqueueScheduleReplay();
 
   [[nodiscard]] std::uint64_t steps() const { return steps_; }
-  [[nodiscard]] cudaStream_t stream() const { return stream_.get(); }
+  // Rank 0's stream (the only one without tensor parallelism).
+  [[nodiscard]] cudaStream_t stream() const { return ranks_[0].stream.get(); }
+  [[nodiscard]] int ranks() const { return static_cast<int>(ranks_.size()); }
+  [[nodiscard]] cudaStream_t stream(int rank) const { return ranks_[rank].stream.get(); }
+  [[nodiscard]] int device(int rank) const { return ranks_[rank].device; }
 
  private:
+  // One GPU's share of the loop: its program's page table, its stream, its
+  // copy of the step arguments and its graphs.
+  struct Rank {
+    int device = 0;
+    PagePolicy pages;  // the program's: Run uploads its table, the replay writes one
+    Stream stream;
+    // [header | items | slots | item_steps | item_tokens | tokens |
+    // token_offsets | finished | results], one copy up per step;
+    // [finished | results] one copy down (rank 0's).
+    DeviceBuffer<unsigned char> device_args_bytes;
+    StepArgs device_args;
+    std::vector<GraphExec> graphs;
+    DeviceBuffer<unsigned char> replay_args;  // the runs' staged arguments (up_bytes_ each)
+    std::vector<GraphExec> replay_graphs;     // the multi-step graphs by bucket index
+  };
+
   HostLoop() = default;
   absl::Status Upload(std::uint32_t batch, std::uint32_t rows, std::uint32_t bucket,
                       std::uint64_t step);
 
   std::uint32_t max_batch_ = 0;
   TokenPolicy policy_;
-  PagePolicy pages_;  // the program's: Run uploads its table, the replay writes one
   std::vector<std::uint32_t> buckets_;
-  Stream stream_;
-  // Device: [header | items | slots | item_steps | item_tokens | tokens |
-  // token_offsets | finished | results], one copy up per step;
-  // [finished | results] one copy down.
-  DeviceBuffer<unsigned char> device_;
+  std::vector<Rank> ranks_;
   MappedHostBuffer<unsigned char> host_;
-  StepArgs device_args_;
   StepArgs host_args_;
   std::size_t up_bytes_ = 0;
   std::size_t down_offset_ = 0;
   std::size_t down_bytes_ = 0;
-  std::vector<GraphExec> graphs_;
-  // Schedule replay: the runs, their buckets, their staged arguments
-  // (up_bytes_ each) and the multi-step graphs by bucket index.
+  // Schedule replay: the runs and their buckets.
   std::vector<ScheduleRun> replay_runs_;
   std::vector<std::uint32_t> replay_buckets_;
-  DeviceBuffer<unsigned char> replay_args_;
-  std::vector<GraphExec> replay_graphs_;
   std::uint64_t steps_ = 0;
 };
 

@@ -11,7 +11,8 @@ namespace {
 template <class T>
 __global__ void __launch_bounds__(kAllReduceThreads)
     all_reduce_kernel(AllReduceView view, const uint4* in, uint4* out, std::size_t vectors) {
-  all_reduce_body<T>(view, in, out, vectors);
+  __shared__ PeerExchangeShared shared;
+  all_reduce_body<T>(view, in, out, vectors, blockIdx.x, shared);
 }
 
 }  // namespace

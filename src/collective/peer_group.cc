@@ -61,6 +61,8 @@ PeerGroup::~PeerGroup() = default;
 
 int PeerGroup::ranks() const { return static_cast<int>(impl_->ranks.size()); }
 int PeerGroup::device(int rank) const { return impl_->ranks.at(rank).device; }
+std::size_t PeerGroup::max_bytes() const { return impl_->options.max_bytes; }
+const detail::AllReduceView& PeerGroup::view(int rank) const { return impl_->views.at(rank); }
 
 absl::StatusOr<std::unique_ptr<PeerGroup>> PeerGroup::Create(const PeerGroupOptions& options) {
   const std::size_t n = options.devices.size();

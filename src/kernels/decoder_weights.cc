@@ -18,44 +18,45 @@ std::uint64_t SplitMix64(std::uint64_t x) {
 
 // Tensor tags: layer l's tensors are 16 + 8 * l + k, so no two tensors share
 // a counter stream.
-enum Tensor : std::uint64_t {
-  kEmbedding = 1,
-  kFinalNorm = 2,
-  kLmHead = 3,
-  kAttnNorm = 0,
-  kWqkv = 1,
-  kWo = 2,
-  kFfnNorm = 3,
-  kGateUp = 4,
-  kDown = 5,
-  kQkvBias = 6,
-  kOBias = 7,
-};
 std::uint64_t LayerTensor(int layer, std::uint64_t k) { return 16 + 8 * layer + k; }
 
 std::vector<std::uint16_t> Fill(const DecoderConfig& config, std::uint64_t seed,
-                                std::uint64_t tensor, std::size_t count, double offset,
-                                double amplitude) {
+                                SyntheticWeight weight, int layer, std::size_t count) {
+  const SyntheticTensor tensor = SyntheticTensorOf(config, weight, layer);
   std::vector<std::uint16_t> out(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const double value = offset + amplitude * DecoderWeightUniform(seed, tensor, i);
-    out[i] = FloatToHalfBits(static_cast<float>(value), config.dtype);
-  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = SyntheticElement(config, seed, tensor, i);
   return out;
 }
 
-std::vector<std::uint16_t> Linear(const DecoderConfig& config, std::uint64_t seed,
-                                  std::uint64_t tensor, int out_features, int in_features) {
-  return Fill(config, seed, tensor, static_cast<std::size_t>(out_features) * in_features, 0.0,
-              std::sqrt(3.0 / in_features));
-}
-
-std::vector<std::uint16_t> Norm(const DecoderConfig& config, std::uint64_t seed,
-                                std::uint64_t tensor) {
-  return Fill(config, seed, tensor, config.d_model, 1.0, 0.1);
-}
-
 }  // namespace
+
+SyntheticTensor SyntheticTensorOf(const DecoderConfig& c, SyntheticWeight weight, int layer) {
+  using W = SyntheticWeight;
+  // A linear layer's weights have variance 1 / fan_in.
+  const auto linear = [](std::uint64_t tag, int in_features) {
+    return SyntheticTensor{tag, 0.0, std::sqrt(3.0 / in_features)};
+  };
+  switch (weight) {
+    case W::kEmbedding: return {1, 0.0, std::sqrt(3.0)};
+    case W::kFinalNorm: return {2, 1.0, 0.1};
+    case W::kLmHead: return linear(3, c.d_model);
+    case W::kAttnNorm: return {LayerTensor(layer, 0), 1.0, 0.1};
+    case W::kWqkv: return linear(LayerTensor(layer, 1), c.d_model);
+    case W::kWo: return linear(LayerTensor(layer, 2), c.attention_width());
+    case W::kFfnNorm: return {LayerTensor(layer, 3), 1.0, 0.1};
+    case W::kGateUp: return linear(LayerTensor(layer, 4), c.d_model);
+    case W::kDown: return linear(LayerTensor(layer, 5), c.ffn);
+    case W::kQkvBias: return {LayerTensor(layer, 6), 0.0, 0.5};
+    case W::kOBias: return {LayerTensor(layer, 7), 0.0, 0.5};
+  }
+  return {};
+}
+
+std::uint16_t SyntheticElement(const DecoderConfig& config, std::uint64_t seed,
+                               const SyntheticTensor& tensor, std::size_t index) {
+  const double value = tensor.offset + tensor.amplitude * DecoderWeightUniform(seed, tensor.tag, index);
+  return FloatToHalfBits(static_cast<float>(value), config.dtype);
+}
 
 double DecoderWeightUniform(std::uint64_t seed, std::uint64_t tensor, std::uint64_t index) {
   const std::uint64_t bits = SplitMix64(SplitMix64(seed ^ SplitMix64(tensor)) + index);
@@ -78,28 +79,23 @@ absl::StatusOr<DecoderHostWeights> GenerateDecoderWeights(const DecoderConfig& c
   DecoderHostWeights weights;
   weights.config = config;
   weights.seed = seed;
-  weights.embedding =
-      Fill(config, seed, kEmbedding, static_cast<std::size_t>(config.vocab) * config.d_model, 0.0,
-           std::sqrt(3.0));
+  using W = SyntheticWeight;
+  const std::size_t d = config.d_model;
+  weights.embedding = Fill(config, seed, W::kEmbedding, 0, config.vocab * d);
   for (int l = 0; l < config.layers; ++l) {
     DecoderLayerWeights layer;
-    layer.attn_norm = Norm(config, seed, LayerTensor(l, kAttnNorm));
-    layer.wqkv = Linear(config, seed, LayerTensor(l, kWqkv), config.qkv_width(), config.d_model);
-    layer.wo = Linear(config, seed, LayerTensor(l, kWo), config.d_model, config.attention_width());
-    layer.ffn_norm = Norm(config, seed, LayerTensor(l, kFfnNorm));
-    layer.w_gate_up =
-        Linear(config, seed, LayerTensor(l, kGateUp), config.gate_up_width(), config.d_model);
-    layer.w_down = Linear(config, seed, LayerTensor(l, kDown), config.d_model, config.ffn);
-    if (config.qkv_bias) {
-      layer.qkv_bias = Fill(config, seed, LayerTensor(l, kQkvBias), config.qkv_width(), 0.0, 0.5);
-    }
-    if (config.o_bias) {
-      layer.o_bias = Fill(config, seed, LayerTensor(l, kOBias), config.d_model, 0.0, 0.5);
-    }
+    layer.attn_norm = Fill(config, seed, W::kAttnNorm, l, d);
+    layer.wqkv = Fill(config, seed, W::kWqkv, l, config.qkv_width() * d);
+    layer.wo = Fill(config, seed, W::kWo, l, d * config.attention_width());
+    layer.ffn_norm = Fill(config, seed, W::kFfnNorm, l, d);
+    layer.w_gate_up = Fill(config, seed, W::kGateUp, l, config.gate_up_width() * d);
+    layer.w_down = Fill(config, seed, W::kDown, l, d * config.ffn);
+    if (config.qkv_bias) layer.qkv_bias = Fill(config, seed, W::kQkvBias, l, config.qkv_width());
+    if (config.o_bias) layer.o_bias = Fill(config, seed, W::kOBias, l, d);
     weights.layers.push_back(std::move(layer));
   }
-  weights.final_norm = Norm(config, seed, kFinalNorm);
-  weights.lm_head = Linear(config, seed, kLmHead, config.vocab, config.d_model);
+  weights.final_norm = Fill(config, seed, W::kFinalNorm, 0, d);
+  weights.lm_head = Fill(config, seed, W::kLmHead, 0, config.vocab * d);
   return weights;
 }
 

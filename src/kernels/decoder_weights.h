@@ -44,6 +44,25 @@ struct DecoderHostWeights {
 [[nodiscard]] double DecoderWeightUniform(std::uint64_t seed, std::uint64_t tensor,
                                           std::uint64_t index);
 
+// The synthetic model's tensors, each drawn from its own counter stream.
+enum class SyntheticWeight {
+  kEmbedding, kFinalNorm, kLmHead,  // the model's
+  kAttnNorm, kWqkv, kWo, kFfnNorm, kGateUp, kDown, kQkvBias, kOBias,  // a layer's
+};
+// How one tensor is drawn: element i is
+// FloatToHalfBits(offset + amplitude * DecoderWeightUniform(seed, tag, i)),
+// i its row-major index in the whole tensor (so a slice of it, a tensor-
+// parallel rank's, is drawn without drawing the rest).
+struct SyntheticTensor {
+  std::uint64_t tag = 0;
+  double offset = 0.0;
+  double amplitude = 0.0;
+};
+[[nodiscard]] SyntheticTensor SyntheticTensorOf(const DecoderConfig& config, SyntheticWeight weight,
+                                                int layer);
+[[nodiscard]] std::uint16_t SyntheticElement(const DecoderConfig& config, std::uint64_t seed,
+                                             const SyntheticTensor& tensor, std::size_t index);
+
 // Linear weights ~ U(-a, a) with a = sqrt(3 / fan_in) (variance 1/fan_in, so
 // activations keep unit scale layer to layer); norm weights 1 + U(-0.1, 0.1);
 // the embedding has unit variance. InvalidArgument when the config does not

@@ -39,6 +39,9 @@ constexpr std::size_t kContextReserveBytes = std::size_t{2} << 30;
 absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   options_ = options;
   max_rows_ = StepRowsLimit(options.tokens(), options.max_batch);
+  if (const TensorParallelOptions& tp = options.tensor_parallel; tp.group != nullptr) {
+    tp_ = detail::TensorParallel{tp.group->ranks(), tp.rank};
+  }
   // The checkpoint is opened, mapped and checked against its config (and
   // the config against the kernels) before any GPU work.
   std::optional<checkpoint::Checkpoint> ckpt;
@@ -67,18 +70,31 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
     info_.architecture = "synthetic";
     info_.context_limit = absl::StrCat("DecoderConfig::max_context (", config_.max_context, ")");
   }
+  if (const absl::Status split = detail::ValidateTensorParallel(config_, tp_); !split.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(info_.source, ": ", split.message(), " (DecoderModelOptions::tensor_parallel)"));
+  }
+  rank_config_ = tp_.size > 1 ? detail::RankConfig(config_, tp_) : config_;
+  // The GPU work starts here, on the rank's device.
+  if (tp_.size > 1) {
+    const TensorParallelOptions& tp = options.tensor_parallel;
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(tp.group->device(tp.rank)));
+  }
+  BATON_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device_));
   BATON_ASSIGN_OR_RETURN(stream_, CreateStream());
   if (ckpt.has_value()) {
     BATON_ASSIGN_OR_RETURN(weights_,
                            detail::ModelWeights::FromCheckpoint(*ckpt, config_, stream_.get(),
-                                                                options.load_progress));
+                                                                options.load_progress, tp_));
   } else {
     BATON_ASSIGN_OR_RETURN(
         weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get(),
-                                                      options.load_progress));
+                                                      options.load_progress, tp_));
   }
   BATON_RETURN_IF_ERROR(SizeKvPool(ckpt.has_value(), ckpt.has_value() && options.max_context == 0));
+  rank_config_.max_context = config_.max_context;
   BATON_RETURN_IF_ERROR(AllocateState());
+  BATON_RETURN_IF_ERROR(InitTensorParallel());
   if (options.gemm != DecoderGemm::kBatonGemv) {
     BATON_ASSIGN_OR_RETURN(cublas_, CublasLtContext::Create());
   }
@@ -93,8 +109,9 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
 absl::Status DecoderModel::Impl::SizeKvPool(bool checkpoint, bool fit_context) {
   const DecoderConfig& c = config_;
   const std::uint32_t page = options_.kv_page_tokens;
+  // (A tensor-parallel rank holds its key/value heads' share of a page.)
   const std::size_t page_bytes =
-      std::size_t{2} * c.layers * c.kv_width() * page * sizeof(std::uint16_t);
+      std::size_t{2} * c.layers * rank_config_.kv_width() * page * sizeof(std::uint16_t);
   const auto pages_for = [page](std::uint64_t tokens) {
     return static_cast<std::uint32_t>((tokens + page - 1) / page);
   };
@@ -144,7 +161,7 @@ absl::Status DecoderModel::Impl::SizeKvPool(bool checkpoint, bool fit_context) {
 // per-position state, the request table, the token stream and the step
 // clock.
 absl::Status DecoderModel::Impl::AllocateState() {
-  const DecoderConfig& c = config_;
+  const DecoderConfig& c = rank_config_;  // (the logits and selection's tables: config_'s vocabulary)
   cudaStream_t s = stream_.get();
   // [pool pages, kv_heads, page_tokens, head_dim] per layer, keys and values,
   // and the page table the scheduler writes ([max_batch][pages_per_slot]).
@@ -176,7 +193,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
   BATON_RETURN_IF_ERROR(Allocate(projected_, r * c.d_model, s));
   BATON_RETURN_IF_ERROR(Allocate(gate_up_, r * c.gate_up_width(), s));
   BATON_RETURN_IF_ERROR(Allocate(ffn_act_, r * c.ffn, s));
-  BATON_RETURN_IF_ERROR(Allocate(logits_, b * c.padded_vocab(), s));
+  BATON_RETURN_IF_ERROR(Allocate(logits_, b * config_.padded_vocab(), s));
   // The split attention's scratch, for the largest bucket that runs row
   // attention (chunk steps run the chunk attention when the head size
   // allows).
@@ -204,7 +221,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
   // Penalties' token counts: a word per vocabulary entry per slot (128256
   // entries: 0.5 MB a slot), reset by step_begin when a penalized request
   // takes the slot.
-  BATON_RETURN_IF_ERROR(Allocate(token_counts_, std::size_t{b} * c.padded_vocab(), s));
+  BATON_RETURN_IF_ERROR(Allocate(token_counts_, std::size_t{b} * config_.padded_vocab(), s));
   BATON_RETURN_IF_ERROR(Allocate(request_of_, b, s));
   BATON_RETURN_IF_ERROR(Allocate(logit_rows_, b, s));
   BATON_RETURN_IF_ERROR(Allocate(step_end_ns_, options_.step_clock_size, s));
@@ -217,7 +234,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
                          detail::LogprobRing::Create(options_.max_requests, options_.stream_window,
                                                      options_.max_logprobs));
   if (options_.max_logprobs > 0) {
-    BATON_RETURN_IF_ERROR(Allocate(raw_logits_, std::size_t{b} * c.padded_vocab(), s));
+    BATON_RETURN_IF_ERROR(Allocate(raw_logits_, std::size_t{b} * config_.padded_vocab(), s));
   }
   logprob_counts_.assign(options_.max_requests, -1);
   BATON_RETURN_IF_ERROR(Allocate(cancel_, options_.max_requests, s));
@@ -235,7 +252,7 @@ absl::Status DecoderModel::Impl::AllocateState() {
   buffers_.logits = logits_.data();
   buffers_.in_tokens = in_tokens_.data();
 
-  view_.config = c;
+  view_.config = config_;
   view_.max_batch = options_.max_batch;
   view_.max_rows = max_rows_;
   view_.max_requests = options_.max_requests;
@@ -264,6 +281,42 @@ absl::Status DecoderModel::Impl::AllocateState() {
   return absl::OkStatus();
 }
 
+// A tensor-parallel rank's share of the step: its view of the group, its
+// slice of the logits, and the check that the group's staging holds the
+// step's largest exchange (a chunk step's rows, or every sequence's logits).
+absl::Status DecoderModel::Impl::InitTensorParallel() {
+  if (tp_.size == 1) return absl::OkStatus();
+  const PeerGroup& group = *options_.tensor_parallel.group;
+  const int vocab_rows = config_.padded_vocab() / tp_.size;
+  const std::size_t rows_bytes = std::size_t{max_rows_} * config_.d_model * sizeof(std::uint16_t);
+  const std::size_t logits_bytes =
+      std::size_t{options_.max_batch} * vocab_rows * sizeof(std::uint16_t);
+  const std::size_t needed = std::max(rows_bytes, logits_bytes);
+  if (group.max_bytes() < needed) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::tensor_parallel: the group's max_bytes is %u, but this model's "
+        "steps exchange up to %u bytes (%u rows of %d, or %u sequences' logits of %d rows a "
+        "rank); create the PeerGroup with PeerGroupOptions::max_bytes >= %u",
+        group.max_bytes(), needed, max_rows_, config_.d_model, options_.max_batch, vocab_rows,
+        needed));
+  }
+  BATON_RETURN_IF_ERROR(
+      Allocate(logits_part_, std::size_t{options_.max_batch} * vocab_rows, stream_.get()));
+  BATON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  tp_step_ = detail::TensorParallelStep{group.view(tp_.rank), vocab_rows, logits_part_.data()};
+  return absl::OkStatus();
+}
+
+absl::Status DecoderModel::Impl::CheckDevice(const char* call) const {
+  int current = 0;
+  BATON_CUDA_RETURN_IF_ERROR(cudaGetDevice(&current));
+  if (current == device_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "DecoderModel::%s: the current CUDA device is %d, but the model lives on device %d; call "
+      "cudaSetDevice(model->device()) on this thread first",
+      call, current, device_));
+}
+
 // The plan of a path and attention, built once.
 const std::vector<ops::OpNode>& DecoderModel::Impl::Plan(detail::PlanPath path,
                                                          detail::AttentionPlan attention) {
@@ -271,8 +324,9 @@ const std::vector<ops::OpNode>& DecoderModel::Impl::Plan(detail::PlanPath path,
   auto it = plans_by_path_.find(key);
   if (it == plans_by_path_.end()) {
     it = plans_by_path_
-             .emplace(key, detail::PlanDecoderStep(config_, weights_.tensors(), caches_, buffers_,
-                                                   view_, path, attention))
+             .emplace(key, detail::PlanDecoderStep(rank_config_, weights_.tensors(), caches_,
+                                                   buffers_, view_, path, attention,
+                                                   tp_step_.has_value() ? &*tp_step_ : nullptr))
              .first;
   }
   return it->second;
@@ -333,6 +387,7 @@ std::vector<std::uint32_t> DecoderModel::Impl::DefaultBuckets() const {
 }
 
 absl::Status DecoderModel::Impl::EnqueueStep(const StepContext& ctx, cudaStream_t stream) {
+  BATON_RETURN_IF_ERROR(CheckDevice("EnqueueStep"));
   const std::uint32_t rows = ctx.bucket_size;
   if (rows == 0 || rows > max_rows_) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -392,19 +447,23 @@ bool DecoderModel::Impl::UsesWideGemv(std::uint32_t rows) const {
 absl::StatusOr<DecoderModel::Impl::BucketPlans*> DecoderModel::Impl::PlansFor(std::uint32_t rows) {
   auto it = plans_.find(rows);
   if (it != plans_.end()) return &it->second;
-  const DecoderConfig& c = config_;
+  const DecoderConfig& c = rank_config_;
   // (in_features, out_features, bias, tokens) of each projection, by
-  // ops::Projection: the LM head reads each sequence's last row only.
+  // ops::Projection: the LM head reads each sequence's last row only (a
+  // tensor-parallel rank's: its vocabulary rows; the attention output's
+  // bias on rank 0 alone).
+  const int head_rows = tp_step_.has_value() ? tp_step_->vocab_rows : c.padded_vocab();
+  const bool o_bias = c.o_bias && tp_.rank == 0;
   const std::uint32_t sequences = std::min(rows, options_.max_batch);
   const struct {
     int in, out;
     bool bias;
     std::uint32_t tokens;
   } shapes[ops::kProjections] = {{c.d_model, c.qkv_width(), c.qkv_bias, rows},
-                                 {c.attention_width(), c.d_model, c.o_bias, rows},
+                                 {c.attention_width(), c.d_model, o_bias, rows},
                                  {c.d_model, c.gate_up_width(), false, rows},
                                  {c.ffn, c.d_model, false, rows},
-                                 {c.d_model, c.padded_vocab(), false, sequences}};
+                                 {c.d_model, head_rows, false, sequences}};
   BucketPlans plans;
   for (int i = 0; i < ops::kProjections; ++i) {
     LinearOptions linear;
@@ -428,6 +487,7 @@ absl::StatusOr<std::unique_ptr<DecoderModel>> DecoderModel::Create(
 }
 
 DecoderModel::DecoderModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+int DecoderModel::device() const { return impl_->device(); }
 DecoderModel::~DecoderModel() = default;
 
 StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {

@@ -22,6 +22,7 @@
 #include "model_weights.h"
 #include "ops/op.h"
 #include "plan/step_plan.h"
+#include "plan/tensor_parallel.h"
 #include "token_stream.h"
 
 namespace baton {
@@ -57,6 +58,7 @@ class DecoderModel::Impl {
   const DecoderConfig& config() const { return config_; }
   const DecoderModelInfo& info() const { return info_; }
   std::size_t weight_bytes() const { return weights_.step_bytes(); }
+  int device() const { return device_; }
 
  private:
   // The cuBLASLt projections of one bucket, by ops::Projection (the LM
@@ -74,8 +76,14 @@ class DecoderModel::Impl {
   const std::vector<ops::OpNode>& Plan(detail::PlanPath path, detail::AttentionPlan attention);
   absl::StatusOr<BucketPlans*> PlansFor(std::uint32_t rows);
 
+  absl::Status InitTensorParallel();
+  absl::Status CheckDevice(const char* call) const;
+
   DecoderModelOptions options_;
-  DecoderConfig config_;
+  DecoderConfig config_;       // the whole model's (what callers and token selection see)
+  DecoderConfig rank_config_;  // what this GPU's layers run: config_, or a rank's share
+  detail::TensorParallel tp_;  // {1, 0}: one GPU
+  int device_ = 0;
   DecoderModelInfo info_;
   std::uint32_t max_rows_ = 0;  // rows one step holds
   Stream stream_;               // uploads and reads; never the step's stream
@@ -107,6 +115,8 @@ class DecoderModel::Impl {
   DeviceBuffer<std::uint16_t> raw_logits_;  // [max_batch, padded_vocab] (max_logprobs > 0)
   std::vector<std::int32_t> logprob_counts_;  // by entry: DecodeRequest::logprobs as written
   DeviceBuffer<std::uint32_t> cancel_;  // [max_requests] (DecoderModel::Cancel)
+  DeviceBuffer<std::uint16_t> logits_part_;  // a rank's vocabulary rows of the logits
+  std::optional<detail::TensorParallelStep> tp_step_;
   detail::StepBuffers buffers_;
   detail::DecoderStepView view_;
   std::map<PlanKey, std::vector<ops::OpNode>> plans_by_path_;

@@ -10,6 +10,7 @@
 #include "baton/status.h"
 #include "kernels/decoder_config_check.h"
 #include "ops/wide_gemv.h"
+#include "plan/tensor_parallel.h"
 
 namespace baton {
 namespace {
@@ -129,6 +130,23 @@ absl::Status ValidateDecoderModelOptions(const DecoderModelOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::max_logprobs is %u; it must be in [0, %u] (0: logprobs off)",
         options.max_logprobs, kMaxLogprobs));
+  }
+  if (const TensorParallelOptions& tp = options.tensor_parallel; tp.group != nullptr) {
+    if (tp.rank < 0 || tp.rank >= tp.group->ranks()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "DecoderModelOptions::tensor_parallel.rank is %d; the group has %d ranks: use one in "
+          "[0, %d)",
+          tp.rank, tp.group->ranks(), tp.group->ranks()));
+    }
+    if (options.checkpoint.empty()) {
+      BATON_RETURN_IF_ERROR(detail::ValidateTensorParallel(
+          options.config, detail::TensorParallel{tp.group->ranks(), tp.rank}));
+    }
+  } else if (options.tensor_parallel.rank != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DecoderModelOptions::tensor_parallel.rank is %d without a group; set "
+        "tensor_parallel.group (a PeerGroup of the GPUs) or leave the rank 0",
+        options.tensor_parallel.rank));
   }
   if (!IsPowerOfTwo(options.step_clock_size)) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -23,24 +23,30 @@
 #include "baton/decoder_config.h"
 #include "checkpoint/checkpoint.h"
 #include "plan/model_tensors.h"
+#include "plan/tensor_parallel.h"
 
 namespace baton::detail {
 
 class ModelWeights {
  public:
   // The synthetic model of `config`, every element a function of the seed
-  // (kernels/decoder_weights.h).
+  // (kernels/decoder_weights.h), drawn on the host's cores.
   // `progress` (may be empty): bytes uploaded and in all, after each tensor.
+  // With tp.size > 1, only rank tp.rank's slices (plan/tensor_parallel.h),
+  // each element the whole model's: the ranks' slices tile the model that
+  // one GPU would hold. Validate tp first (ValidateTensorParallel).
   using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
   [[nodiscard]] static absl::StatusOr<ModelWeights> Generate(const DecoderConfig& config,
                                                              std::uint64_t seed,
                                                              cudaStream_t stream,
-                                                             const Progress& progress = {});
-  // A validated checkpoint's tensors converted to config.dtype and fused.
-  // `config` comes from DecoderConfigFromCheckpoint.
+                                                             const Progress& progress = {},
+                                                             TensorParallel tp = {});
+  // A validated checkpoint's tensors converted to config.dtype and fused
+  // (with tp.size > 1, rank tp.rank's slices of them). `config` comes from
+  // DecoderConfigFromCheckpoint.
   [[nodiscard]] static absl::StatusOr<ModelWeights> FromCheckpoint(
       const checkpoint::Checkpoint& checkpoint, const DecoderConfig& config, cudaStream_t stream,
-      const Progress& progress = {});
+      const Progress& progress = {}, TensorParallel tp = {});
 
   ModelWeights() = default;
   ModelWeights(ModelWeights&&) noexcept = default;
@@ -48,7 +54,8 @@ class ModelWeights {
 
   [[nodiscard]] const ModelTensors& tensors() const { return tensors_; }
   // Bytes one decode step reads (every weight once; the embedding only as a
-  // tied LM head: a step reads one row of it per token otherwise).
+  // tied LM head: a step reads one row of it per token otherwise); a
+  // tensor-parallel rank's, its slices'.
   [[nodiscard]] std::size_t step_bytes() const { return step_bytes_; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/all_reduce.h"
 #include "ops/attention.h"
 #include "ops/chunk_attention.h"
 #include "ops/gemm.h"
@@ -32,7 +33,8 @@ using StepOps = OpList<StepBegin,       // the batch's rows from the scheduler's
                        Attention,       // decode attention, RoPE and the append fused or not
                        ChunkAttention,  // a chunk's causal attention (flash, tensor cores)
                        SelectAndEnd,    // token selection and the step's end
-                       Select>;         // token selection alone (not in a step's plan)
+                       Select,          // token selection alone (not in a step's plan)
+                       AllReduce>;      // tensor parallelism's sum or gather across the ranks
 
 // An op's kind: its place in StepOps.
 template <class Op>

@@ -35,7 +35,8 @@ struct LogicalOp {
   int in_features = 0;
 };
 
-std::vector<LogicalOp> Architecture(const DecoderConfig& c, const ModelTensors& w) {
+std::vector<LogicalOp> Architecture(const DecoderConfig& c, const ModelTensors& w,
+                                    const TensorParallelStep* tp) {
   std::vector<LogicalOp> ops;
   ops.push_back({Logical::kEmbed});
   for (int l = 0; l < c.layers; ++l) {
@@ -56,12 +57,13 @@ std::vector<LogicalOp> Architecture(const DecoderConfig& c, const ModelTensors& 
   }
   ops.push_back({Logical::kNorm, c.layers, {}, w.final_norm});
   ops.push_back({Logical::kProject, c.layers, Projection::kLmHead, w.lm_head, nullptr,
-                 c.padded_vocab(), c.d_model});
+                 tp != nullptr ? tp->vocab_rows : c.padded_vocab(), c.d_model});
   return ops;
 }
 
-// Where a projection stores its output (when no residual add takes it).
-void* OutputOf(Projection projection, const StepBuffers& b) {
+// Where a projection stores its output (when no residual add takes it): a
+// tensor-parallel rank's LM head, its slice of the logits.
+void* OutputOf(Projection projection, const StepBuffers& b, const TensorParallelStep* tp) {
   switch (projection) {
     case Projection::kQkv:
       return b.qkv;
@@ -71,7 +73,7 @@ void* OutputOf(Projection projection, const StepBuffers& b) {
     case Projection::kGateUp:
       return b.gate_up;
     case Projection::kLmHead:
-      return b.logits;
+      return tp != nullptr ? tp->logits_part : b.logits;
   }
   return nullptr;
 }
@@ -80,11 +82,12 @@ void* OutputOf(Projection projection, const StepBuffers& b) {
 class PlanBuilder {
  public:
   PlanBuilder(const DecoderConfig& config, const DecoderStepView& view, const StepBuffers& buffers,
-              const float* rope_inv_freq)
-      : c_(config), view_(view), b_(buffers), rope_(rope_inv_freq) {}
+              const float* rope_inv_freq, const TensorParallelStep* tp)
+      : c_(config), view_(view), b_(buffers), rope_(rope_inv_freq), tp_(tp) {}
 
   const DecoderConfig& config() const { return c_; }
   const StepBuffers& buffers() const { return b_; }
+  const TensorParallelStep* tp() const { return tp_; }
 
   // The batch of a node over the step's rows, or (`sequences`) over its
   // positions, each reading its last row; how it meets the node before it
@@ -159,6 +162,24 @@ class PlanBuilder {
   void SiluMul(const void* gate_up, void* out) {
     Add(ops::SiluMul::of(c_, gate_up, Batch(false), out));
   }
+  // Tensor parallelism: the ranks' partial sums of a row projection (in
+  // b.projected) added into the residual stream, or (`in_place`) summed in
+  // b.projected for the residual norm after it.
+  void ReduceRows(bool in_place) {
+    const ops::AllReduce::Args args =
+        in_place ? ops::AllReduce::sum(tp_->view, c_.dtype, c_.d_model, b_.projected,
+                                       b_.projected, Batch(false))
+                 : ops::AllReduce::add_to_residual(tp_->view, c_.dtype, c_.d_model, b_.projected,
+                                                   b_.hidden, Batch(false));
+    Add(args);
+  }
+  // Tensor parallelism: every rank's slice of each sequence's logits, side
+  // by side in b.logits (the whole vocabulary's rows, as selection reads them).
+  void GatherLogits() {
+    Add(ops::AllReduce::gather(tp_->view, c_.dtype, static_cast<std::uint32_t>(tp_->vocab_rows),
+                               tp_->logits_part, b_.logits, Batch(true)),
+        /*sequences=*/true);
+  }
   // From here on the batch is settled: step begin (which writes positions
   // and input tokens) is two or more nodes back and the scheduler (header,
   // slots) further, and the residual GEMVs are never adjacent.
@@ -170,6 +191,7 @@ class PlanBuilder {
   const DecoderStepView& view_;
   const StepBuffers& b_;
   const float* rope_;
+  const TensorParallelStep* tp_;
   bool settled_ = false;
   std::vector<ops::OpNode> nodes_;
 };
@@ -225,14 +247,17 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
         const auto followed_by = [&](Logical kind) {
           return i + 1 < logical.size() && logical[i + 1].kind == kind;
         };
-        const bool residual = followed_by(Logical::kAddResidual);
+        // A tensor-parallel rank's residual projections store partial sums,
+        // which an all-reduce then adds into the residual stream.
+        const bool reduce = plan.tp() != nullptr && followed_by(Logical::kAddResidual);
+        const bool residual = !reduce && followed_by(Logical::kAddResidual);
         const bool gate = followed_by(Logical::kGate);
         // The LM head and its norm see each sequence's last row only.
         const bool head = op.projection == Projection::kLmHead;
         const GemvOutput output = residual ? GemvOutput::kResidualAdd
                                   : gate   ? GemvOutput::kSiluMul
                                            : GemvOutput::kStore;
-        void* y = residual ? nullptr : gate ? b.ffn_act : OutputOf(op.projection, b);
+        void* y = residual ? nullptr : gate ? b.ffn_act : OutputOf(op.projection, b, plan.tp());
         GemvInput in = GemvInput::kPlain;
         GemvIo io;
         if (norm != nullptr && !wide && gemv_fuses_norm(op.out_features, op.in_features)) {
@@ -260,6 +285,8 @@ void LowerForGemv(const DecoderConfig& c, const std::vector<LogicalOp>& logical,
                                     io, batch),
                    head);
         }
+        if (reduce) plan.ReduceRows(/*in_place=*/false);
+        if (head && plan.tp() != nullptr) plan.GatherLogits();
         if (embed) plan.Settle();
         embed = false;
         norm = nullptr;
@@ -314,7 +341,7 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
         break;
       case Logical::kProject: {
         const bool head = op.projection == Projection::kLmHead;
-        void* y = OutputOf(op.projection, b);
+        void* y = OutputOf(op.projection, b, plan.tp());
         if (cublas) {
           plan.Add(ops::Linear::Args{op.projection, input, op.weight, op.bias, y}, head);
         } else {
@@ -322,6 +349,11 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
               ops::Gemm::of(c.dtype, GemvOutput::kStore, op.weight, op.out_features, op.in_features,
                             GemvIo::plain(input, y, op.bias), plan.Batch(head)),
               head);
+        }
+        if (plan.tp() != nullptr && head) plan.GatherLogits();
+        if (plan.tp() != nullptr &&
+            (op.projection == Projection::kO || op.projection == Projection::kDown)) {
+          plan.ReduceRows(/*in_place=*/true);
         }
         input = y;
         break;
@@ -341,9 +373,10 @@ bool ChunkAttentionTakes(const DecoderConfig& config) {
 std::vector<ops::OpNode> PlanDecoderStep(const DecoderConfig& config, const ModelTensors& weights,
                                          const std::vector<KvCacheLayer>& caches,
                                          const StepBuffers& buffers, const DecoderStepView& view,
-                                         PlanPath path, AttentionPlan attention) {
-  const std::vector<LogicalOp> logical = Architecture(config, weights);
-  PlanBuilder plan(config, view, buffers, weights.rope_inv_freq);
+                                         PlanPath path, AttentionPlan attention,
+                                         const TensorParallelStep* tp) {
+  const std::vector<LogicalOp> logical = Architecture(config, weights, tp);
+  PlanBuilder plan(config, view, buffers, weights.rope_inv_freq, tp);
   plan.StepBegin();
   switch (path) {
     case PlanPath::kGemv:

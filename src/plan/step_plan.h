@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "baton/decoder_config.h"
+#include "collective/all_reduce_view.h"
 #include "frame/step_view.h"
 #include "kernels/attention/attention_split.h"
 #include "kernels/decode_batch.h"
@@ -45,6 +46,19 @@ struct StepBuffers {
   AttentionScratch attention_scratch;  // the split decode attention's partials
 };
 
+// One rank's share of a tensor-parallel step (issue #42; plan/
+// tensor_parallel.h splits the weights): its layers run RankConfig's
+// heads, key/value heads and FFN width; the attention output and down
+// projections store partial sums that an all-reduce adds into the residual
+// stream (ops/all_reduce.h); its LM head makes its vocabulary rows'
+// logits in `logits_part`, which a gather puts side by side in the
+// buffers' logits before token selection.
+struct TensorParallelStep {
+  AllReduceView view;           // this rank's view of the group (ranks >= 2)
+  int vocab_rows = 0;           // the LM head's rows here: padded_vocab / ranks
+  void* logits_part = nullptr;  // [max_batch, vocab_rows]
+};
+
 enum class PlanPath : std::uint32_t {
   kGemv = 0,       // Baton's GEMV, norms and residual adds fused in (batch invariant)
   kCublasLt = 1,   // cuBLASLt projections, row kernels around them (graph path only)
@@ -58,13 +72,16 @@ enum class PlanPath : std::uint32_t {
 // projection, SiLU(gate) * up, down projection, residual add), then the final
 // norm and the LM head of each sequence's last row and token selection,
 // lowered for `path` with `attention`. `view` is the step's frame whose
-// per-row state the nodes read.
+// per-row state the nodes read. With `tp`, one rank's plan: `config` is then
+// the rank's (RankConfig) and `weights` its slices; the view keeps the whole
+// model's (selection reads the whole vocabulary).
 [[nodiscard]] std::vector<ops::OpNode> PlanDecoderStep(const DecoderConfig& config,
                                                        const ModelTensors& weights,
                                                        const std::vector<KvCacheLayer>& caches,
                                                        const StepBuffers& buffers,
                                                        const DecoderStepView& view, PlanPath path,
-                                                       AttentionPlan attention);
+                                                       AttentionPlan attention,
+                                                       const TensorParallelStep* tp = nullptr);
 
 // The attention a bucket of `rows` rows runs: fused rows up to max_batch
 // (decode steps, short chunks), appended chunks above (chunk attention where

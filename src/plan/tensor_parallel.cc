@@ -1,6 +1,8 @@
 #include "plan/tensor_parallel.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/decoder_config_check.h"
 
 namespace baton::detail {
 
@@ -23,6 +25,20 @@ absl::Status ValidateTensorParallel(const DecoderConfig& c, TensorParallel tp) {
           "tensor parallelism over %d ranks: %s (%d) do not divide by it; use a size that divides "
           "the key/value heads (%d) and the other shapes",
           tp.size, s.what, s.value, c.key_value_heads()));
+    }
+  }
+  // Each rank's logits are whole 16-byte rows, gathered side by side.
+  if (c.padded_vocab() / tp.size % kDecoderRowAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor parallelism over %d ranks: the LM head's padded vocabulary rows (%d) split into "
+        "%d rows a rank, not a multiple of %d (16-byte rows); use fewer ranks",
+        tp.size, c.padded_vocab(), c.padded_vocab() / tp.size, kDecoderRowAlignment));
+  }
+  if (tp.size > 1) {
+    if (const absl::Status rank = ValidateDecoderConfig(RankConfig(c, tp)); !rank.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor parallelism over ", tp.size,
+                                                     " ranks: a rank's share of the model: ",
+                                                     rank.message(), "; use fewer ranks"));
     }
   }
   return absl::OkStatus();

@@ -111,6 +111,12 @@ TEST(DecoderModelOptionsTest, OutOfRangeOptionsAreRefused) {
   options.max_batch = 0;
   ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::max_batch is 0");
   options = DecoderModelOptions{};
+  // A rank without a group of GPUs to be a rank of (tests/model/
+  // decoder_tp_gpu_test.cc checks the group's refusals on GPUs).
+  options.tensor_parallel.rank = 1;
+  ExpectInvalid(ValidateDecoderModelOptions(options),
+                "DecoderModelOptions::tensor_parallel.rank is 1 without a group");
+  options = DecoderModelOptions{};
   options.max_requests = 0;
   ExpectInvalid(ValidateDecoderModelOptions(options), "DecoderModelOptions::max_requests is 0");
   options = DecoderModelOptions{};

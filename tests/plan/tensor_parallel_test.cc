@@ -32,9 +32,9 @@ DecoderConfig Config(int heads, int kv_heads) {
   c.d_model = 48;
   c.heads = heads;
   c.kv_heads = kv_heads;
-  c.head_dim = 4;
+  c.head_dim = 8;  // a rank of 8 holds one key/value head: 16-byte rows
   c.ffn = 64;
-  c.vocab = 200;  // padded to 200 (a multiple of 8)
+  c.vocab = 250;  // padded to 256: 32 rows a rank at 8 ranks
   c.qkv_bias = true;
   c.o_bias = true;
   return c;
@@ -48,7 +48,8 @@ TEST(TensorParallelTest, SlicesTileEveryTensorOnce) {
         FullShape(role, c, rows, cols);
         std::vector<int> owners(rows * cols, 0);
         for (int r = 0; r < size; ++r) {
-          ASSERT_TRUE(ValidateTensorParallel(c, {size, r}).ok());
+          const absl::Status valid = ValidateTensorParallel(c, {size, r});
+          ASSERT_TRUE(valid.ok()) << valid;
           const Slice s = SliceOf(role, c, {size, r});
           for (std::size_t i = s.row_begin; i < s.row_end; ++i) {
             for (std::size_t j = s.col_begin; j < s.col_end; ++j) ++owners[i * cols + j];
@@ -93,6 +94,22 @@ TEST(TensorParallelTest, ShapesThatDoNotDivideAreRefusedNamingThem) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateTensorParallel(Config(32, 8), {0, 0}).code(),
             absl::StatusCode::kInvalidArgument);
+  // Each rank's logits are gathered as whole 16-byte rows.
+  c = Config(32, 8);
+  c.vocab = 200;  // 25 rows a rank at 8 ranks
+  const absl::Status vocab = ValidateTensorParallel(c, {8, 0});
+  EXPECT_NE(vocab.message().find("padded vocabulary rows (200) split into 25 rows a rank"),
+            std::string::npos)
+      << vocab;
+  c.vocab = 192;  // 24 rows a rank
+  EXPECT_TRUE(ValidateTensorParallel(c, {8, 0}).ok());
+  // A rank's share must itself be a shape the kernels run.
+  c = Config(32, 8);
+  c.head_dim = 4;  // one key/value head of 4: an 8-byte row
+  const absl::Status share = ValidateTensorParallel(c, {8, 0});
+  EXPECT_NE(share.message().find("a rank's share of the model: decoder config: kv_heads * head_dim = 4"),
+            std::string::npos)
+      << share;
 }
 
 // y = W x for a row-major [rows, cols] W.

@@ -6,7 +6,8 @@
 // free slots, plans the step's tokens, picks the bucket, copies the step's
 // arguments to the device, launches that bucket's graph (captured once from
 // the program's enqueue), copies back which items finished and waits for
-// them before it decides again.
+// them before it decides again. Over a tensor-parallel model's ranks
+// (CreateRanks) it decides each step once and launches it on every rank.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,10 @@ class HostDecodeLoop {
   // must outlive the loop.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostDecodeLoop>> Create(
       const StepProgram& program);
+  // One loop over ranks: programs[r] on CUDA device devices[r] (each rank's
+  // model's MakeStepProgram, the same buckets); results from rank 0's.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostDecodeLoop>> CreateRanks(
+      const std::vector<StepProgram>& programs, const std::vector<int>& devices);
 
   // Runs `items` to completion, admitting them in the order given; returns
   // their completions in the order they finished.
@@ -46,19 +51,25 @@ class HostDecodeLoop {
   // fills finished_ and results_.
   absl::Status Step(std::uint32_t batch, std::uint32_t rows, std::uint32_t bucket);
 
+  // A GPU's copy of the step: its program's page table, stream, the batch's
+  // device copy and the graphs.
+  struct Rank {
+    int device = 0;
+    PagePolicy pages;  // the program's (Step uploads the batch's page table)
+    Stream stream;
+    DeviceBuffer<StepHeader> header;
+    DeviceBuffer<WorkItem> items;
+    DeviceBuffer<std::uint32_t> words;  // slots .. results, StepArgs' order
+    StepArgs args;
+    std::vector<GraphExec> graphs;  // by bucket
+  };
+
   std::uint32_t max_batch_ = 0;
   TokenPolicy policy_;
-  PagePolicy pages_;  // the program's (Step uploads the batch's page table)
   std::vector<std::uint32_t> buckets_;
-  Stream stream_;
-  // The batch as the policy keeps it (host), and its device copy.
-  std::unique_ptr<HostBatch> batch_;
-  DeviceBuffer<StepHeader> header_;
-  DeviceBuffer<WorkItem> d_items_;
-  DeviceBuffer<std::uint32_t> d_words_;  // slots .. results, StepArgs' order
-  StepArgs device_args_;
-  std::vector<GraphExec> graphs_;  // by bucket
-  std::uint64_t step_ = 0;         // StepHeader::step of the next step
+  std::unique_ptr<HostBatch> batch_;  // the batch as the policy keeps it (host)
+  std::vector<Rank> ranks_;
+  std::uint64_t step_ = 0;  // StepHeader::step of the next step
 };
 
 }  // namespace baton::testing
