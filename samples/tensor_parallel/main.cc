@@ -58,6 +58,10 @@ ABSL_FLAG(int, parity_requests, 4, "greedy requests whose tokens are compared ac
 ABSL_FLAG(int, parity_tokens, 32, "new tokens of each parity request");
 ABSL_FLAG(std::string, gemm, "auto", "projections: auto (DecoderGemm::kAuto) or gemv (kBatonGemv)");
 ABSL_FLAG(int, staging_mib, 64, "PeerGroupOptions::max_bytes, in MiB");
+ABSL_FLAG(int, as_rank_of, 1,
+          "N > 1: run one rank's share of the preset (heads, key/value heads, FFN width and "
+          "vocabulary divided by N) as a whole model on one GPU, at --tp=1: the rank's kernels "
+          "without the exchanges");
 
 namespace baton::samples {
 namespace {
@@ -260,6 +264,16 @@ absl::Status Run(Report& report) {
   if (options.checkpoint.empty()) {
     model_name = absl::GetFlag(FLAGS_model);
     BATON_ASSIGN_OR_RETURN(options.config, Preset(model_name));
+    if (const int n = absl::GetFlag(FLAGS_as_rank_of); n > 1) {
+      DecoderConfig& c = options.config;
+      if (c.heads % n != 0 || c.key_value_heads() % n != 0 || c.ffn % n != 0 || c.vocab % n != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--as_rank_of=", n, " does not divide ",
+                                                       model_name, "'s heads, FFN or vocabulary"));
+      }
+      c.kv_heads = c.key_value_heads() / n;
+      c.heads /= n, c.ffn /= n, c.vocab /= n;
+      model_name = absl::StrCat(model_name, " (one rank of ", n, ")");
+    }
   }
   const std::uint32_t max_batch = *std::max_element(batches.begin(), batches.end());
   const int max_context = std::max(context + steps, 16 + parity_tokens) + 64;
