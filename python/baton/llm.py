@@ -275,6 +275,10 @@ class LLM:
         max_logprobs: the most top alternatives a request's SamplingParams.logprobs may ask for (at most 20;
             0: log-probabilities off, and their buffers not allocated); a request asking more is refused.
         load_progress: draw a progress bar on stderr while the weights load (None: when stderr is a terminal).
+        tensor_parallel_size: GPUs the model is split across (vLLM's argument); only 1 for now. The C++
+            library splits a model across the GPUs of a host (DecoderModelOptions::tensor_parallel), driven by
+            a host loop that decides each step for every rank (samples/tensor_parallel); the LLM's
+            device-decided loop takes it once every GPU's scheduler runs in lockstep.
 
     Raises:
         InvalidArgumentError: an option out of range or a checkpoint Baton cannot serve (the message names
@@ -288,7 +292,18 @@ class LLM:
                  max_tokens_without_decodes: Optional[int] = None, max_chunk_tokens: Optional[int] = None,
                  max_requests: Optional[int] = None, dtype: Optional[str] = None, gemm: Optional[str] = None,
                  engine: Optional[str] = None, stream_window: Optional[int] = None,
-                 max_logprobs: Optional[int] = None, load_progress: Optional[bool] = None) -> None:
+                 max_logprobs: Optional[int] = None, load_progress: Optional[bool] = None,
+                 tensor_parallel_size: int = 1) -> None:
+        if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) or \
+                tensor_parallel_size < 1:
+            raise errors.InvalidArgumentError(f"LLM option tensor_parallel_size is {tensor_parallel_size!r}; "
+                                              "pass an integer >= 1 (the GPUs to split the model across)")
+        if tensor_parallel_size != 1:
+            raise errors.InvalidArgumentError(
+                f"LLM option tensor_parallel_size is {tensor_parallel_size}, but the LLM serves a model on one "
+                "GPU for now: its device-decided loop does not yet run the GPUs' schedulers in lockstep (the C++ "
+                "library's tensor-parallel model runs from a host loop: samples/tensor_parallel); pass "
+                "tensor_parallel_size=1 and a model that fits one GPU")
         native = _native()
         self.model_dir = pathlib.Path(model)
         given = dict(max_batch=max_batch, max_context=max_context, max_tokens_per_step=max_tokens_per_step,
