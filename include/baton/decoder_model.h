@@ -215,8 +215,9 @@ struct DecoderModelOptions {
   std::function<void(std::uint64_t done, std::uint64_t total)> load_progress;
   // One rank of a tensor-parallel model (above); default: the whole model on
   // the current device. Create makes the rank's GPU (group->device(rank))
-  // current on the calling thread, and every later call must find it current
-  // (FailedPrecondition otherwise).
+  // current on the calling thread; make it current again before any later
+  // call on another thread (the step's launches, EnqueueStep and the graphs
+  // captured from it, refuse another device with FailedPrecondition).
   TensorParallelOptions tensor_parallel;
 
   // The token policy of the step program (MakeStepProgram) these options make.
