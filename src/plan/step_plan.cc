@@ -314,6 +314,9 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
         embed = true;
         break;
       case Logical::kAddResidual:
+        // A tensor-parallel rank's projection made a partial sum: the ranks'
+        // sum first, which the residual norm then adds.
+        if (plan.tp() != nullptr) plan.ReduceRows(/*in_place=*/true);
         residual = true;
         break;
       case Logical::kNorm:
@@ -351,10 +354,6 @@ void LowerForCublasLt(const DecoderConfig& c, const std::vector<LogicalOp>& logi
               head);
         }
         if (plan.tp() != nullptr && head) plan.GatherLogits();
-        if (plan.tp() != nullptr &&
-            (op.projection == Projection::kO || op.projection == Projection::kDown)) {
-          plan.ReduceRows(/*in_place=*/true);
-        }
         input = y;
         break;
       }
