@@ -72,14 +72,22 @@ struct Attention : KernelOp {
 
 #if defined(__CUDACC__)
   // V: elements per load (8 where head_dim allows, else 2); H: query heads
-  // per pass of the split path; Split: the split kernel (else the
-  // single-pass one, whose scores are max_context floats).
-  template <class T, int V, int H, bool Rope, bool Split>
-  struct Variant
-      : Block<T, detail::decode::kAttentionThreads, detail::decode::kAttentionMinBlocks> {
-    using Shared = detail::decode::AttentionShared<T, V, H, Split>;
+  // per pass of the CUDA-core split path; Paths: the bodies the kernel holds
+  // (kernels/attention/attention_body.cuh), a function of the model and
+  // short_rows. The grouped tensor-core kernel for head_dim 64 (no short
+  // path, no other head dim) asks for three blocks per SM, which its ring
+  // leaves room for: Llama-3.2-1B's step of 32 rows at 576 tokens has 768
+  // busy blocks, two waves of them instead of three. (At head_dim 128 the
+  // ring allows two; a cap of 168 registers only made its body spill.)
+  template <class T, int V, int H, bool Rope, detail::decode::AttentionPaths P>
+  struct Variant : Block<T, detail::decode::kAttentionThreads,
+                         P == detail::decode::AttentionPaths::kGroupedMma64
+                             ? detail::decode::kAttentionGroupedMinBlocks
+                             : detail::decode::kAttentionMinBlocks> {
+    using Shared = detail::decode::AttentionShared<T, V, H, P>;
     static constexpr int kLoad = V, kHeads = H;
-    static constexpr bool kRope = Rope, kSplit = Split;
+    static constexpr bool kRope = Rope;
+    static constexpr detail::decode::AttentionPaths kPaths = P;
   };
   BATON_CALLS_EITHER_SIDE
   template <class Launch, class F>
@@ -92,19 +100,28 @@ struct Attention : KernelOp {
       return f(variant, LaunchShape{s.grid, dim3(kAttentionThreads), dim3(1, 1, 1),
                                     align_shared(sizeof(Shared)) + s.shared_bytes});
     };
+    using P = AttentionPaths;
     const auto with_rope = [&](auto t, auto rope) {
       using T = decltype(t);
       constexpr bool R = decltype(rope)::value;
       const bool wide = a.config.head_dim % kVector == 0;
       if (!s.split) {  // (the single-pass kernel has no use for H)
-        return wide ? launch(Variant<T, kVector, 4, R, false>{})
-                    : launch(Variant<T, 2, 4, R, false>{});
+        return wide ? launch(Variant<T, kVector, 4, R, P::kSinglePass>{})
+                    : launch(Variant<T, 2, 4, R, P::kSinglePass>{});
+      }
+      if (attention_split_mma(a.config)) {  // (head_dim a multiple of 16: wide)
+        if (!attention_groups_short_rows(a.config, a.short_rows)) {
+          return launch(Variant<T, kVector, 4, R, P::kSplitMma>{});
+        }
+        return a.config.head_dim == 64 ? launch(Variant<T, kVector, 4, R, P::kGroupedMma64>{})
+                                       : launch(Variant<T, kVector, 4, R, P::kGroupedMma>{});
       }
       if (attention_pass_heads(a.config.group_size()) == 8) {
-        return wide ? launch(Variant<T, kVector, 8, R, true>{})
-                    : launch(Variant<T, 2, 8, R, true>{});
+        return wide ? launch(Variant<T, kVector, 8, R, P::kSplitCudaCore>{})
+                    : launch(Variant<T, 2, 8, R, P::kSplitCudaCore>{});
       }
-      return wide ? launch(Variant<T, kVector, 4, R, true>{}) : launch(Variant<T, 2, 4, R, true>{});
+      return wide ? launch(Variant<T, kVector, 4, R, P::kSplitCudaCore>{})
+                  : launch(Variant<T, 2, 4, R, P::kSplitCudaCore>{});
     };
     return with_dtype(a.config.dtype, [&](auto t) {
       return a.rope ? with_rope(t, std::true_type{}) : with_rope(t, std::false_type{});
@@ -116,9 +133,9 @@ struct Attention : KernelOp {
     using Shared = typename V::Shared;
     float* const scores =
         reinterpret_cast<float*>(static_cast<char*>(shared) + align_shared(sizeof(Shared)));
-    detail::decode::attention_body<T, V::kLoad, V::kHeads, V::kRope, V::kSplit>(
-        a.config, a.inv_freq, static_cast<T*>(a.qkv), a.cache, a.batch, a.scratch, a.short_rows,
-        tile, shared_as<Shared>(shared), scores, static_cast<T*>(a.out));
+    detail::decode::attention_body<T, V::kLoad, V::kHeads, V::kRope, V::kPaths>(
+        a.config, a.inv_freq, static_cast<T*>(a.qkv), a.cache, a.batch, a.scratch, tile,
+        shared_as<Shared>(shared), scores, static_cast<T*>(a.out));
   }
 #endif
 };

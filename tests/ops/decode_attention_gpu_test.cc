@@ -286,7 +286,28 @@ TEST_P(AttentionTest, GroupedShortRowsMatchReference) {
   RunAttentionCase(false, true, AttentionShortRows::kGrouped);
 }
 
-class SplitAttentionTest : public DecodeKernelTest {};
+class SplitAttentionTest : public DecodeKernelTest {
+ protected:
+  // ops::Attention::decode over `batch` into a poisoned output; returns the
+  // output once the split scratch's arrival counts are back at zero.
+  std::vector<std::uint16_t> Decode(const DecoderConfig& config,
+                                    const std::vector<std::uint16_t>& qkv,
+                                    const KvCacheLayer& cache, TestBatch& batch,
+                                    AttentionShortRows short_rows) {
+    const std::uint32_t capacity = batch.view.capacity;
+    auto d_qkv = Upload(qkv);
+    auto d_out =
+        Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * config.attention_width());
+    SplitScratch scratch(config, capacity);
+    EXPECT_EQ(ops::Enqueue(ops::Attention::decode(config, d_qkv.data(), cache, batch.view,
+                                                  scratch.view, d_out.data(), short_rows),
+                           stream_.get()),
+              cudaSuccess);
+    Sync();
+    scratch.ExpectArrivalsZero();
+    return Download(d_out);
+  }
+};
 
 // A row's bits depend on its q, its context and the launch's
 // AttentionShortRows alone: the same row (q, slot, position 19,999: 40
@@ -320,17 +341,7 @@ TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
       batch.view.slots = batch.slots.data();
       auto qkv = RandomHalf(static_cast<std::size_t>(capacity) * config.qkv_width(), dtype, 1.0);
       std::copy(q.begin(), q.end(), qkv.begin() + row * config.qkv_width());
-      auto d_qkv = Upload(qkv);
-      auto d_out =
-          Poisoned<std::uint16_t>(static_cast<std::size_t>(capacity) * config.attention_width());
-      SplitScratch scratch(config, capacity);
-      EXPECT_EQ(ops::Enqueue(ops::Attention::decode(config, d_qkv.data(), cache, batch.view,
-                                                    scratch.view, d_out.data(), short_rows),
-                             stream_.get()),
-                cudaSuccess);
-      Sync();
-      scratch.ExpectArrivalsZero();
-      const auto out = Download(d_out);
+      const auto out = Decode(config, qkv, cache, batch, short_rows);
       return std::vector<std::uint16_t>(out.begin() + row * config.attention_width(),
                                         out.begin() + (row + 1) * config.attention_width());
     };
@@ -346,6 +357,58 @@ TEST_F(SplitAttentionTest, ARowsBitsDoNotDependOnTheLaunch) {
       EXPECT_FALSE(std::all_of(alone.begin(), alone.end(), [](std::uint16_t b) {
         return b == 0xFFFF;
       })) << "the row was never written";
+    }
+  }
+}
+
+// A live row out of range (a position at max_context, or a slot past
+// max_slots) gets zeros for every head and reads nothing, on every path the
+// kernel variants hold: per query head (the short path's zeros), grouped at
+// head_dim 64 (the three-blocks-per-SM kernel, which has no short path) and
+// grouped at head_dim 128; the rows beside it are still written.
+TEST_F(SplitAttentionTest, LiveRowsOutOfRangeGetZerosOnEveryPath) {
+  for (const int head_dim : {64, 128}) {
+    for (const AttentionShortRows short_rows :
+         {AttentionShortRows::kPerQueryHead, AttentionShortRows::kGrouped}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "head_dim " << head_dim << ", short rows " << static_cast<int>(short_rows));
+      DecoderConfig config;
+      config.dtype = DecoderDType::kBFloat16;
+      config.heads = 8;
+      config.kv_heads = 2;
+      config.head_dim = head_dim;
+      config.max_context = 2048;
+      const std::uint32_t capacity = 4, max_slots = 2;
+      const std::size_t slot_elements =
+          static_cast<std::size_t>(config.kv_heads) * config.max_context * head_dim;
+      auto d_keys = Upload(RandomHalf(max_slots * slot_elements, config.dtype, 1.0));
+      auto d_values = Upload(RandomHalf(max_slots * slot_elements, config.dtype, 1.0));
+      const KvCacheLayer cache{d_keys.data(), d_values.data()};
+      // Rows 0 and 3 in range (short and split contexts), row 1 at
+      // max_context, row 2 in slot max_slots.
+      TestBatch batch =
+          MakeBatch(capacity, capacity, max_slots, {100, config.max_context, 7, 1500});
+      batch.slots = Upload(std::vector<std::uint32_t>{0, 1, max_slots, 1});
+      batch.view.slots = batch.slots.data();
+      const auto out = Decode(
+          config,
+          RandomHalf(static_cast<std::size_t>(capacity) * config.qkv_width(), config.dtype, 1.0),
+          cache, batch, short_rows);
+      const auto row_words = [&](std::uint32_t row) {
+        return std::vector<std::uint16_t>(out.begin() + row * config.attention_width(),
+                                          out.begin() + (row + 1) * config.attention_width());
+      };
+      for (const std::uint32_t row : {1u, 2u}) {
+        const auto words = row_words(row);
+        EXPECT_TRUE(std::all_of(words.begin(), words.end(), [](std::uint16_t b) { return b == 0; }))
+            << "row " << row << " (out of range) is not all zeros";
+      }
+      for (const std::uint32_t row : {0u, 3u}) {
+        const auto words = row_words(row);
+        EXPECT_TRUE(
+            std::none_of(words.begin(), words.end(), [](std::uint16_t b) { return b == 0xFFFF; }))
+            << "row " << row << " was not written";
+      }
     }
   }
 }

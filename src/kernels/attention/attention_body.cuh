@@ -4,7 +4,7 @@
 //
 // A model whose max_context does not split (attention_splits,
 // kernels/attention/attention_split.h), in a launch that does not group short rows
-// (AttentionShortRows), runs the single-pass kernel (Split = false): grid
+// (AttentionShortRows), runs the single-pass kernel (kSinglePass): grid
 // (rows, query heads), every row on the short path with its scores in
 // dynamic shared memory (max_context floats). Otherwise grid (rows, query
 // heads, z) with z = attention_blocks_per_head(config, rows), and each row
@@ -20,6 +20,7 @@
 //   (attention_split_mma_body.cuh on tensor cores for the models
 //   attention_split_mma accepts, else attention_split_body.cuh); a single
 //   unit is split 0's alone, written without scratch.
+// Bits: a row's are its path's, whichever variant (AttentionPaths) holds it.
 #pragma once
 
 #include <type_traits>
@@ -32,16 +33,45 @@
 
 namespace baton::detail::decode {
 
-template <class T, int V, int H, bool Split>
-union AttentionShared {
+// Which paths a launch's kernel holds (ops/attention.h picks one per
+// launch from the model and AttentionShortRows alone): each variant compiles
+// only the bodies its rows can take, so that a body it never runs neither
+// sets its registers nor spreads its code. The CUDA-core split body alone
+// took every split kernel to 255 registers (ptxas, sm_90); the grouped
+// tensor-core kernel, without the short path, fits three blocks per SM.
+enum class AttentionPaths {
+  kSinglePass,     // every row on the short path, scores max_context floats
+  kSplitCudaCore,  // the short path and attention_split_body.cuh
+  kSplitMma,       // the short path and attention_split_mma_body.cuh
+  kGroupedMma,     // attention_split_mma_body.cuh alone (rows out of range: zeros)
+  kGroupedMma64,   // the same for head_dim 64 only, three blocks per SM
+};
+
+template <class T>
+union AttentionSinglePassShared {
   AttentionShortShared<T> short_path;
-  AttentionSplitShared<T, V, H> split_path;
-  AttentionMmaShared<T> mma_path;
 };
 template <class T, int V, int H>
-union AttentionShared<T, V, H, false> {
+union AttentionCudaCoreShared {
   AttentionShortShared<T> short_path;
+  AttentionSplitShared<T, V, H> split_path;
 };
+template <class T>
+union AttentionMmaMixedShared {
+  AttentionShortShared<T> short_path;
+  AttentionMmaShared<T> mma_path;
+};
+template <class T>
+union AttentionGroupedShared {
+  AttentionMmaShared<T> mma_path;
+};
+// The static shared memory of a variant: its bodies' in one union.
+template <class T, int V, int H, AttentionPaths Paths>
+using AttentionShared = std::conditional_t<
+    Paths == AttentionPaths::kSinglePass, AttentionSinglePassShared<T>,
+    std::conditional_t<Paths == AttentionPaths::kSplitCudaCore, AttentionCudaCoreShared<T, V, H>,
+                       std::conditional_t<Paths == AttentionPaths::kSplitMma,
+                                          AttentionMmaMixedShared<T>, AttentionGroupedShared<T>>>>;
 
 // out[r][h] = softmax(q_h · Kᵀ / sqrt(head_dim)) · V over the row's context
 // [0, pos] (contract: ops/attention.h). With Rope the kernel
@@ -49,22 +79,24 @@ union AttentionShared<T, V, H, false> {
 // the keys and values of the row's chunk before it (batch.fresh) from their
 // qkv rows.
 // Grid (rows, query heads[, z]) = tile. `sh` and `scores` are the caller's
-// shared memory; `scores`, 128-byte aligned: max_context floats for Split =
-// false, the tensor-core path's ring and states (attention_mma_layout)
-// otherwise.
-template <class T, int V, int H, bool Rope, bool Split>
+// shared memory; `scores`, 128-byte aligned: max_context floats for
+// kSinglePass, the tensor-core path's ring and states (attention_mma_layout)
+// for the tensor-core variants, nothing for kSplitCudaCore.
+template <class T, int V, int H, bool Rope, AttentionPaths Paths>
 __device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
                                                KvCacheLayer cache, DecodeBatch batch,
-                                               AttentionScratch scratch,
-                                               AttentionShortRows short_rows, Tile tile,
-                                               AttentionShared<T, V, H, Split>& sh, float* scores,
+                                               AttentionScratch scratch, Tile tile,
+                                               AttentionShared<T, V, H, Paths>& sh, float* scores,
                                                T* out) {
+  constexpr bool Split = Paths != AttentionPaths::kSinglePass;
+  constexpr bool grouped =
+      Paths == AttentionPaths::kGroupedMma || Paths == AttentionPaths::kGroupedMma64;
+  constexpr bool kMma = grouped || Paths == AttentionPaths::kSplitMma;
+  static_assert(!kMma || V == kVector, "the tensor-core path loads 16 bytes");
   const std::uint32_t p = tile.x;
   const int head = static_cast<int>(tile.y), z = static_cast<int>(tile.z);
-  // Short rows grouped on tensor cores too (the short path then serves only
-  // rows out of range).
-  bool grouped = false;
-  if constexpr (Split && V == kVector) grouped = attention_groups_short_rows(config, short_rows);
+  // (Grouped: short rows on tensor cores too; the kernel then has no short
+  // path, and a row out of range gets zeros.)
   // A settled batch is looked up before the wait (the paths issue their
   // first loads before it too); otherwise after.
   if (!batch.settled) enter_step_node(batch);
@@ -81,37 +113,53 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   // A block with nothing to do leaves, before the wait when it can: block
   // (row, 0, 0) always stays, so the kernel still finishes after its
   // predecessor.
-  if (!Split || !row.in_range || (!grouped && row.pos < kAttentionUnitKeys)) {
-    if (z > 0) return;
-    attention_short_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, row, head, early,
-                                     sh.short_path, Split ? sh.short_path.scores : scores, out);
-    return;
+  if constexpr (grouped) {
+    if (!row.in_range) {  // block (row, head, 0) writes the head's zeros
+      if (batch.settled) enter_step_node(batch);
+      if (z > 0 || !row.live) return;
+      T* const out_row = out + static_cast<std::size_t>(p) * config.attention_width() +
+                         static_cast<std::size_t>(head) * config.head_dim;
+      const float zeros[V] = {};
+      for (int i = threadIdx.x; i < config.head_dim / V; i += kAttentionThreads) {
+        store_packed<T, V>(out_row + i * V, zeros);
+      }
+      return;
+    }
+  } else {
+    if (!Split || !row.in_range || row.pos < kAttentionUnitKeys) {
+      if (z > 0) return;
+      attention_short_body<T, V, Rope>(config, inv_freq, qkv, cache, batch, row, head, early,
+                                       sh.short_path, Split ? sh.short_path.scores : scores, out);
+      return;
+    }
   }
   if constexpr (Split) {
     const int group = config.group_size();
     const int split = (head % group) * static_cast<int>(tile.nz) + z;
     if (split >= attention_split(row.pos + 1).units) return;
     const int blocks = group * static_cast<int>(tile.nz);
-    if constexpr (V == kVector) {
-      if (attention_split_mma(config)) {
-        const auto body = [&](auto hd) {
-          attention_split_mma_body<T, Rope, decltype(hd)::value>(
-              config, inv_freq, qkv, cache, batch, row, head / group, split, blocks, scratch,
-              sh.mma_path, reinterpret_cast<char*>(scores), out);
-        };
-        // The common head dims at compile time, any other from the config.
-        if (config.head_dim == 64) {
-          body(std::integral_constant<int, 64>{});
-        } else if (config.head_dim == 128) {
-          body(std::integral_constant<int, 128>{});
-        } else {
-          body(std::integral_constant<int, 0>{});
-        }
-        return;
+    if constexpr (Paths == AttentionPaths::kGroupedMma64) {
+      attention_split_mma_body_inline<T, Rope, 64>(
+          config, inv_freq, qkv, cache, batch, row, head / group, split, blocks, scratch,
+          sh.mma_path, reinterpret_cast<char*>(scores), out);
+    } else if constexpr (kMma) {
+      const auto body = [&](auto hd) {
+        attention_split_mma_body<T, Rope, decltype(hd)::value>(
+            config, inv_freq, qkv, cache, batch, row, head / group, split, blocks, scratch,
+            sh.mma_path, reinterpret_cast<char*>(scores), out);
+      };
+      // The common head dims at compile time, any other from the config.
+      if (config.head_dim == 64) {
+        body(std::integral_constant<int, 64>{});
+      } else if (config.head_dim == 128) {
+        body(std::integral_constant<int, 128>{});
+      } else {
+        body(std::integral_constant<int, 0>{});
       }
+    } else {
+      attention_split_body<T, V, H, Rope>(config, inv_freq, qkv, cache, batch, row, head / group,
+                                          split, blocks, scratch, sh.split_path, out);
     }
-    attention_split_body<T, V, H, Rope>(config, inv_freq, qkv, cache, batch, row, head / group,
-                                        split, blocks, scratch, sh.split_path, out);
   }
 }
 

@@ -15,6 +15,9 @@ inline constexpr int kAttentionWarps = kAttentionThreads / 32;
 // tile's loads and its accumulators in up to 255 registers (a 224 cap made
 // it spill and long contexts 8-20% slower, H100, 2026-11-25).
 inline constexpr int kAttentionMinBlocks = 2;
+// The grouped tensor-core kernel for head_dim 64 (ops/attention.h): three,
+// which its ring and states leave room for.
+inline constexpr int kAttentionGroupedMinBlocks = 3;
 
 // Query heads one pass of the split path serves: 4, or 8 for larger groups
 // (the op picks; a group past 8 takes several passes).

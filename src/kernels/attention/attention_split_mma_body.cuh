@@ -54,9 +54,12 @@ struct MmaTileAt {
 
 // HD: the head_dim when known at compile time (64 and 128, the common
 // ones: loops unrolled to it, no guards per chunk), or 0 for any multiple
-// of 16 up to kDecoderMaxHeadDim read from the config.
+// of 16 up to kDecoderMaxHeadDim read from the config. Inlined into the
+// grouped head_dim-64 kernel, whose register cap (three blocks per SM) an
+// out-of-line body compiled for the others' 255 could not meet; the other
+// kernels call attention_split_mma_body below, out of line.
 template <class T, bool Rope, int HD>
-__device__ __noinline__ void attention_split_mma_body(
+__device__ __forceinline__ void attention_split_mma_body_inline(
     const DecoderConfig& config, const float* inv_freq, T* qkv, const KvCacheLayer& cache,
     const DecodeBatch& batch, const AttentionRow& row, int kv_head, int z, int blocks,
     AttentionScratch scratch, AttentionMmaShared<T>& sh, char* dynamic, T* out) {
@@ -460,6 +463,17 @@ __device__ __noinline__ void attention_split_mma_body(
         }
       },
       store_rotated_q);
+}
+
+// The out-of-line body: the kernels that hold it beside the short path
+// keep one copy per head dim.
+template <class T, bool Rope, int HD>
+__device__ __noinline__ void attention_split_mma_body(
+    const DecoderConfig& config, const float* inv_freq, T* qkv, const KvCacheLayer& cache,
+    const DecodeBatch& batch, const AttentionRow& row, int kv_head, int z, int blocks,
+    AttentionScratch scratch, AttentionMmaShared<T>& sh, char* dynamic, T* out) {
+  attention_split_mma_body_inline<T, Rope, HD>(config, inv_freq, qkv, cache, batch, row, kv_head, z,
+                                               blocks, scratch, sh, dynamic, out);
 }
 
 }  // namespace baton::detail::decode
