@@ -22,9 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-class PeerError(RuntimeError):
-    """A problem with the inputs or the checks; the message says what to fix."""
+from peer_args import PeerError  # noqa: F401  (re-exported: the peers import it from here too)
 
 
 # --------------------------------------------------------------------------- model

@@ -44,19 +44,18 @@ import time
 import traceback
 from typing import Any
 
+from peer_args import PeerError, parse_list
+
 try:
     import torch
     import torch.nn.functional as F
 
     from decoder_checks import CHECK_REL_TOL, SELF_TEST_PRESETS, _make_checkpoint_module, _rel
-    from gpt_fast_decoder import PeerError, Transformer, load_transformer, rope_inv_freq, rotate_half
+    from gpt_fast_decoder import Transformer, load_transformer, rope_inv_freq, rotate_half
     from parity_compare import LOGIT_BOUND  # scripts/checkpoints, on the path via decoder_checks
     MISSING, inference_mode = None, torch.inference_mode
 except ModuleNotFoundError as error:  # --help and input errors work without torch
     MISSING, inference_mode = error, lambda: (lambda f: f)
-
-    class PeerError(RuntimeError):  # type: ignore[no-redef]
-        pass
 
 
 ATTENTION = {"sdpa-gqa": "SDPA GQA", "sdpa-grouped": "SDPA grouped queries"}
@@ -71,17 +70,6 @@ def driver_name(attention: str, compiled: bool, graph: bool) -> str:
 # last dimension a multiple of 16 (else it pads a copy each call); 256 also keeps tiles whole.
 CACHE_ALIGN = 256
 CHECK_CONTEXT, CHECK_CHUNK, CHECK_STEPS = 300, 128, 4  # the checks' shape: three chunks, the last partial
-
-
-def parse_list(text: str, name: str) -> list[int]:
-    """'1024,8192' -> [1024, 8192]; anything but positive integers is an error naming the flag."""
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise PeerError(f"--{name}: {text!r} is not a comma-separated list of integers") from None
-    if not values or any(v <= 0 for v in values):
-        raise PeerError(f"--{name}: {text!r}: give one or more positive integers")
-    return values
 
 
 # --------------------------------------------------------------------------- the decoder

@@ -57,26 +57,13 @@ from typing import Any  # noqa: E402
 import tp_step  # noqa: E402  (sets the same variables again, then imports torch)
 from tp_step import (AR_DRIVERS, MODELS, cache_len, divisibility_problem, driver_label, kv_cache_bytes,  # noqa: E402
                      shard_shapes, weight_bytes)
+from peer_args import PeerError, parse_list  # noqa: E402
 from tp_timing import CALLS_PER_GRAPH  # noqa: E402
 
 import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 SELF_TEST_TOL = 1e-4  # float32 logits, tp=N against tp=1: the same sums in another order
-
-
-class PeerError(RuntimeError):
-    pass
-
-
-def parse_list(text: str, name: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise PeerError(f"--{name}: {text!r} is not a comma-separated list of integers") from None
-    if not values or any(v <= 0 for v in values):
-        raise PeerError(f"--{name}: {text!r}: give one or more positive integers")
-    return values
 
 
 def free_port() -> int:
