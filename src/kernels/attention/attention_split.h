@@ -89,6 +89,10 @@ enum class AttentionShortRows : std::uint32_t { kPerQueryHead = 0, kGrouped = 1 
 // combine.
 // A ring row's bytes and the ring's stages for a head_dim: what the layout
 // below and the body (which knows the common head dims at compile time) use.
+// A deeper ring (as many stages as the blocks per SM leave room for: 4 at
+// head_dim 64, 3 at 128, so a unit's tiles are in flight before the wait)
+// made every step slower on an H200, 1-6%
+// (results/h200-2026-11-28-attention-ring-attempt-llama.json).
 [[nodiscard]] BATON_HOST_DEVICE constexpr unsigned attention_mma_row_bytes(int head_dim) {
   return head_dim <= 64 ? 128u : 256u;
 }
