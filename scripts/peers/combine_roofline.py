@@ -15,7 +15,7 @@ the fix, on an input that is missing, not JSON, without usable rows, or at odds 
 
     scripts/peers/combine_roofline.py --model llama-3.2-1b --baton $OUT/tp1-c1024.json $OUT/tp1-c8192.json \\
         --pytorch $OUT/long-context-peer.json --json results/h100-<date>-roofline-llama-3.2-1b.json \\
-        --plot docs/roofline-<model>-<gpu>.png
+        --plot results/h100-<date>-roofline-llama-3.2-1b.png  # beside the JSON: the README block links it
     scripts/peers/combine_roofline.py --self-test   # synthetic inputs: no GPU, torch or matplotlib needed
 """
 from __future__ import annotations
