@@ -11,7 +11,10 @@
 #
 # Environment: CONTEXTS (default 16,576,8192,32768), BATCHES (1,8,32,64,128), BIN (build/bin), STEPS (64),
 # REPEATS (5), PEER_NEW_TOKENS (32), DEADLINE (seconds from the start after which no new run begins; 0: none),
-# GPU_GIB (the GPU's memory; default: nvidia-smi's). The KV cache of a batch must fit in 85% of what the
+# PARTS (baton,pytorch: which sides to run), GPU_GIB (the GPU's memory; default: nvidia-smi's).
+# The peer runs once per context into its own file (pytorch-<model>-c<context>.json, rewritten after every
+# point): it compiles and captures each point for about a minute, so a whole grid takes several calls (one
+# context each, say); combine_roofline.py merges any number of Baton and peer files afterwards. The KV cache of a batch must fit in 85% of what the
 # weights leave (Baton's sample refuses the whole run otherwise, so such batches are left out of it).
 set -euo pipefail
 model=${1:?usage: roofline_grid.sh MODEL OUT_DIR [--dry-run]}
@@ -39,7 +42,9 @@ mkdir -p "$out"
 baton_files=()
 IFS=, read -ra cs <<<"$contexts"
 IFS=, read -ra bs <<<"$batches"
+parts=${PARTS:-baton,pytorch}
 for c in "${cs[@]}"; do
+  [[ ,$parts, == *,baton,* ]] || break
   # The batches whose cache (context + steps + 64 positions, as the sample sizes it) fits.
   fit=$(python3 -c "
 import sys
@@ -55,16 +60,23 @@ print(','.join(b for b in sys.argv[1:] if 2 * layers * kv * 2 * int(b) * (c + st
   if [ "$dry" = --dry-run ] || [ -f "$file" ]; then baton_files+=("$file"); fi
 done
 checkpoint=/tmp/baton-roofline/$model
-peer="$out/pytorch-$model.json"
-if ! late; then
+pytorch=()
+if [[ ,$parts, == *,pytorch,* ]] && ! late; then
   [ -f "$checkpoint/config.json" ] || run python3 "$here/../checkpoints/make_checkpoint.py" --preset "$model" \
     --out "$checkpoint" --device cuda
-  run python3 "$here/long_context_peers.py" --checkpoint "$checkpoint" --model "$model" --contexts "$contexts" \
-    --batches "$batches" --new-tokens "${PEER_NEW_TOKENS:-32}" --repeats 3 --json "$peer" ||
-    echo "roofline_grid: the PyTorch peer failed (its --json keeps the points it timed)"
+  for c in "${cs[@]}"; do
+    if late; then echo "roofline_grid: deadline: the peer at context $c not run"; continue; fi
+    peer="$out/pytorch-$model-c$c.json"
+    run python3 "$here/long_context_peers.py" --checkpoint "$checkpoint" --model "$model" --contexts "$c" \
+      --batches "$batches" --new-tokens "${PEER_NEW_TOKENS:-32}" --repeats 3 --json "$peer" ||
+      echo "roofline_grid: the PyTorch peer failed at context $c (its --json keeps the points it timed)"
+    if [ "$dry" = --dry-run ] || [ -f "$peer" ]; then pytorch+=(--pytorch "$peer"); fi
+  done
 fi
-pytorch=()
-if [ "$dry" = --dry-run ] || [ -f "$peer" ]; then pytorch=(--pytorch "$peer"); fi
+if [ ${#baton_files[@]} -eq 0 ]; then
+  echo "roofline_grid: no Baton file here: combine this run's peer files with Baton's (combine_roofline.py)"
+  exit 0
+fi
 run python3 "$here/combine_roofline.py" --model "$model" --baton "${baton_files[@]}" "${pytorch[@]}" \
   --json "$out/roofline-$model.json"
 echo "roofline_grid: done in $(( $(date +%s) - start )) s"
