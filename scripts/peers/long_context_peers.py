@@ -44,7 +44,7 @@ import time
 import traceback
 from typing import Any
 
-from peer_args import PeerError, parse_list
+from peer_args import PeerError, exit_status, parse_list
 
 try:
     import torch
@@ -482,11 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--self-test", action="store_true", help="the tiny presets against transformers (CPU); exit")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only: the GPU machine has no internet
-    try:
-        return run(args)
-    except PeerError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -60,6 +60,8 @@ import time
 import traceback
 from typing import Any, Callable
 
+from peer_args import exit_status
+
 try:
     import torch
 
@@ -431,11 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {MISSING} (the peers need torch, transformers and safetensors)", file=sys.stderr)
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local directories only: the GPU machine has no internet
-    try:
-        return run(args)
-    except PeerError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -52,6 +52,7 @@ import torch
 from decoder_checks import (CHECK_REL_TOL, SELF_TEST_PRESETS, _make_checkpoint_module, check_against_transformers,
                             compiled_matches_eager, self_test)
 from gpt_fast_decoder import Decoder, ModelArgs, PeerError, Transformer, load_transformer
+from peer_args import exit_status
 
 PEERS = ("transformers-generate", "gpt-fast-compiled+sync", "gpt-fast-compiled-nosync",
          "gpt-fast-gqa-compiled+sync", "gpt-fast-gqa-compiled-nosync")
@@ -201,11 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Local directories only: the GPU machine has no internet, and a hub lookup would only time out.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        return run(args)
-    except PeerError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> int:

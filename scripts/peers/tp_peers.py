@@ -57,7 +57,7 @@ from typing import Any  # noqa: E402
 import tp_step  # noqa: E402  (sets the same variables again, then imports torch)
 from tp_step import (AR_DRIVERS, MODELS, cache_len, divisibility_problem, driver_label, kv_cache_bytes,  # noqa: E402
                      shard_shapes, weight_bytes)
-from peer_args import PeerError, parse_list  # noqa: E402
+from peer_args import PeerError, exit_status, parse_list  # noqa: E402
 from tp_timing import CALLS_PER_GRAPH  # noqa: E402
 
 import torch  # noqa: E402
@@ -176,11 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--self-test", action="store_true", help="tp=N against tp=1 on the tiny shape, float32; exit")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except PeerError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> int:

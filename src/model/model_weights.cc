@@ -398,7 +398,7 @@ absl::StatusOr<ModelWeights> ModelWeights::FromCheckpoint(const checkpoint::Chec
       Upload(layout, c, offsets, stream, weights.arena_, weights.rope_, weights.tensors_, progress));
   if (sharded) {
     // The norms, whole on every rank, beside the slices.
-    weights.step_bytes_ = (sharded_elements + (2 * std::size_t{1} * c.layers + 1) * d) *
+    weights.step_bytes_ = (sharded_elements + (2 * static_cast<std::size_t>(c.layers) + 1) * d) *
                           sizeof(std::uint16_t);
     return weights;
   }
