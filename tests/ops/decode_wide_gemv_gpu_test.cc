@@ -2,7 +2,8 @@
 // bf16, for each of its outputs (stored, added to the residual stream,
 // SiLU(gate) * up), over shapes that take its different paths (a partial
 // block of rows, a partial k-block and chunk, K split across clusters of 2
-// to 8, position tiles of 16, 32 and 64, two tiles of 64), and its batch
+// to 8, position tiles of 16, 32 and 64, two tiles of 64, one of them
+// wholly past the live batch), and its batch
 // invariance: the live positions give the same bits when the same inputs
 // run in a bucket of another tile size, and a position alone in a bucket
 // of 1 gets the bits it got in the full batch. Positions past the live
@@ -45,6 +46,9 @@ constexpr WideShape kWideShapes[] = {
      "a split of 8 over 89 k-blocks (ranges of 11 and 12: partial chunks), a tile of 64"},
     {GemvOutput::kStore, 264, 520, 100, 70, 16, false,
      "two tiles of 64, the second partly live (the weights read once per tile)"},
+    {GemvOutput::kResidualAdd, 264, 1368, 128, 50, 32, false,
+     "two tiles of 64, the second wholly past the live batch (its blocks wait for the weights "
+     "they requested before the wait, then leave)"},
     {GemvOutput::kResidualAdd, 2048, 8192, 32, 32, 16, false,
      "Llama-3.2-1B's FFN down: 16 row blocks x a split of 8, every position live"},
     {GemvOutput::kResidualAdd, 264, 1368, 20, 17, 64, true,
