@@ -10,12 +10,17 @@ long_context_peers.py --json reports (rows {"model", "batch", "context", "driver
 floor at the same point (null where Baton has none) and a "floor" row per point. Baton's rows carry #44's
 targets (floor_target: vs_floor <= 1.20 at batch <= 64, context <= 32768; faster_target: faster than the
 fastest PyTorch row there; null where one does not apply); the summary lists baton_vs_pytorch (PyTorch µs /
-Baton µs, > 1: Baton faster) per point and counts the rows meeting each target. Exits 2, naming the file and
-the fix, on an input that is missing, not JSON, without usable rows, or at odds with the others' model or GPU.
+Baton µs, > 1: Baton faster) per point and counts the rows meeting each target. --previous takes earlier files
+of this script back in (a grid measured over several calls, an earlier call's raw inputs gone): their points stay
+as they were unless the new inputs (or a later --previous file) cover them, Baton's side and PyTorch's apart;
+--previous alone re-renders a file. Exits 2, naming the file and the fix, on an input that is missing, not JSON,
+without usable rows, or at odds with the others' model or GPU.
 
     scripts/peers/combine_roofline.py --model llama-3.2-1b --baton $OUT/tp1-c1024.json $OUT/tp1-c8192.json \\
         --pytorch $OUT/long-context-peer.json --json results/h100-<date>-roofline-llama-3.2-1b.json \\
         --plot results/h100-<date>-roofline-llama-3.2-1b.png  # beside the JSON: the README block links it
+    scripts/peers/combine_roofline.py --previous results/h100-<date>-roofline-llama-3.2-1b.json \\
+        --baton $OUT/tp1-c16.json --pytorch $OUT/pytorch-c16.json --json $OUT/roofline-llama-3.2-1b.json
     scripts/peers/combine_roofline.py --self-test   # synthetic inputs: no GPU, torch or matplotlib needed
 """
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib
 import io
 import json
 import pathlib
@@ -32,6 +38,8 @@ import unittest.mock
 from typing import Any
 
 BATON, PEER, FLOOR = "tensor_parallel", "long_context_peers", "floor"  # the inputs' "sample" fields; floor driver
+# A --previous file's "sample" in "sources"; the key under which its rows carry (driver, floor_us, vs_floor).
+COMBINED, KEPT = "combine_roofline", "kept"
 # Issue #44's targets: within 1.20x the floor where the step should be bandwidth-bound, and faster than PyTorch.
 FLOOR_TARGET, TARGET_MAX_BATCH, TARGET_MAX_CONTEXT = 1.20, 64, 32768
 
@@ -86,6 +94,67 @@ def load(path: str, kind: str) -> dict[str, Any]:
     return {**report, "rows": rows, "path": path}
 
 
+def load_previous(path: str) -> dict[str, Any]:
+    """An earlier file of this script as the Baton and PyTorch reports it was made of (its rows as it keeps them,
+    each with its vs_floor), with its device label, the GPUs its sources name, its date and its sources."""
+    flag, fix = f"--previous {path}", "pass a file that `combine_roofline.py ... --json FILE` wrote"
+    if not pathlib.Path(path).is_file():
+        raise CombineError(f"{flag}: no such file; {fix}")
+    try:
+        data = json.loads(pathlib.Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CombineError(f"{flag}: not JSON ({error}); {fix}") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), t) for k, t in
+                                             (("rows", list), ("summary", dict), ("sources", list))):
+        what = data.get("sample") if isinstance(data, dict) else None
+        raise CombineError(f"{flag}: not a combined roofline file with \"rows\", \"summary\" and \"sources\" "
+                           f"(sample: {what!r}); {fix}")
+    baton, peer, floors = [], [], {}
+    for r in (r for r in data["rows"] if isinstance(r, dict)):
+        if not all(isinstance(r.get(k), int) for k in ("batch", "context")) or not r.get("driver"):
+            raise CombineError(f"{flag}: a row without an integer batch and context, or a driver: {r}")
+        side = baton if "floor_target" in r else None if r["driver"] == FLOOR else peer  # as plot() tells them
+        timed = (("us_per_step", "floor_us") if side is baton else ("us_per_step",)
+                 if side is None or r.get("us_per_step") is not None else ())
+        if not all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in timed):
+            raise CombineError(f"{flag}: row b{r['batch']} context {r['context']} {r['driver']!r} has no positive "
+                               f"{' and '.join(timed)}; {fix}")
+        if side is None:
+            floors[r["batch"], r["context"]] = r["us_per_step"]
+        else:
+            side.append({**r, KEPT: (r["driver"], r.get("floor_us"), r.get("vs_floor"))})
+    if floors != {(r["batch"], r["context"]): r["floor_us"] for r in baton}:
+        raise CombineError(f"{flag}: its {FLOOR!r} rows are not its Baton rows' floor_us, one per point; {fix}")
+    if not baton and not peer:
+        raise CombineError(f"{flag}: no usable rows; {fix}")
+    sources = [s for s in data["sources"] if isinstance(s, dict)]
+    named = [str(s["device"]).strip() for s in sources if str(s.get("device") or "").strip()]
+    label = str(data.get("device") or "").strip()
+    return {"path": path, "date": str(data.get("date") or ""), "device": label, "devices": named or [label],
+            "sources": sources, "baton": {"sample": BATON, "path": path, "rows": baton},
+            "peer": {"sample": PEER, "path": path, "rows": peer}}
+
+
+def newest(layers: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The reports of layers (oldest first), less each row at a point that a later layer covers: later wins."""
+    covered: set[tuple[int, int]] = set()
+    kept: list[dict[str, Any]] = []
+    for layer in reversed(layers):
+        kept = [{**rep, "rows": [r for r in rep["rows"] if (r["batch"], r["context"]) not in covered]}
+                for rep in layer] + kept
+        covered |= {(r["batch"], r["context"]) for rep in layer for r in rep["rows"]}
+    return kept
+
+
+def points(rows: list[dict[str, Any]]) -> str:
+    """'context 576: batches 1, 8; context 8192: batch 1': the points that rows cover."""
+    by_context: dict[int, list[int]] = {}
+    for batch, context in sorted({(r["batch"], r["context"]) for r in rows}, key=lambda p: (p[1], p[0])):
+        by_context.setdefault(context, []).append(batch)
+    return "; ".join(f"context {c}: batch{'es' if len(bs) > 1 else ''} {', '.join(map(str, bs))}"
+                     for c, bs in by_context.items()) or "none (newer inputs cover all its points)"
+
+
 def one_value(what: str, values: list[tuple[str, str]], fix: str) -> str | None:
     """The single non-blank value of (path, value) pairs, or an error naming two files that disagree."""
     seen = {value: path for path, value in reversed(values) if value}  # each value's first file
@@ -98,9 +167,11 @@ def one_value(what: str, values: list[tuple[str, str]], fix: str) -> str | None:
 def merge(baton: list[dict[str, Any]], peers: list[dict[str, Any]], label: str) -> tuple[list, list]:
     """(Baton's rows + a floor row per point, the PyTorch rows with Baton's floor at their point)."""
     def row(r: dict[str, Any], driver: str, us: float | None, floor: float | None) -> dict[str, Any]:
+        kept = r.get(KEPT)  # a --previous file's row: its vs_floor (of the unrounded times) stands with its floor
         return {"model": label, "batch": r["batch"], "context": r["context"], "driver": driver,
                 "us_per_step": rnd(us), "floor_us": rnd(floor),
-                "vs_floor": rnd(us / floor, 3) if us is not None and floor else None}
+                "vs_floor": kept[2] if kept and kept[:2] == (driver, rnd(floor)) else
+                rnd(us / floor, 3) if us is not None and floor else None}
 
     floors: dict[tuple[int, int], float] = {}
     rows, peer_rows = [], []
@@ -146,34 +217,53 @@ def evaluate(rows: list[dict[str, Any]], peer_rows: list[dict[str, Any]]) -> dic
 
 
 def combine(baton: list[dict[str, Any]], peers: list[dict[str, Any]], model: str | None = None,
-            gpu: str | None = None, relabel: bool = False) -> dict[str, Any]:
+            gpu: str | None = None, relabel: bool = False,
+            previous: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     # One model: every row's label must name the same one (--relabel trusts --model instead: the same shape
-    # under two names, such as a preset and a checkpoint directory).
+    # under two names, such as a preset and a checkpoint directory). A --previous file's rows count as inputs.
     if relabel and not model:
         raise CombineError("--relabel needs --model LABEL: the label every row takes")
-    labels = [(rep["path"], model_key(r["model"])) for rep in baton + peers for r in rep["rows"] if r.get("model")]
+    previous = previous or []  # load_previous()'s, oldest first
+    old_baton, old_peers = [p["baton"] for p in previous], [p["peer"] for p in previous]
+    labels = [(rep["path"], model_key(r["model"])) for rep in old_baton + old_peers + baton + peers
+              for r in rep["rows"] if r.get("model")]
     found = one_value("models", [] if relabel else labels, "one model per combined file (if both ran the same "
                       "weights' shape under two names, pass --model LABEL --relabel)")
-    label = model or next((pathlib.PurePath(str(r["model"])).name for rep in baton for r in rep["rows"]
+    label = model or next((pathlib.PurePath(str(r["model"])).name for rep in old_baton + baton for r in rep["rows"]
                            if r.get("model")), found or "unnamed model")  # Baton's spelling, less any path
-    # One GPU: the floor is Baton's bandwidth on its GPU, meaningless for a peer timed on another.
-    device = one_value("devices", [(rep["path"], device_name(rep)) for rep in baton + peers],
-                       "combine the runs of one GPU only")
+    # One GPU: the floor is Baton's bandwidth on its GPU, meaningless for a peer timed on another. A --previous
+    # file's GPU is the one its sources name (else its label); its label stands unless --gpu gives one.
+    device = one_value("devices", [(p["path"], d) for p in previous for d in p["devices"]] +
+                       [(rep["path"], device_name(rep)) for rep in baton + peers], "combine the runs of one GPU only")
+    gpu = gpu or next((p["device"] for p in reversed(previous) if p["device"]), None)
     if not (gpu or device):
         raise CombineError("no input names its GPU; pass --gpu LABEL")
-    rows, peer_rows = merge(baton, peers, label)
+    # Per point and side (Baton's row with its floor; the PyTorch rows): the new inputs', else the last
+    # --previous file's that has it.
+    n = len(previous)
+    all_baton, all_peers = newest([[r] for r in old_baton] + [baton]), newest([[r] for r in old_peers] + [peers])
+    kept = [[*b["rows"], *q["rows"]] for b, q in zip(all_baton[:n], all_peers[:n])]
+    rows, peer_rows = merge(all_baton, all_peers, label)
     summary = evaluate(rows, peer_rows)
     # Per point: Baton's row, the PyTorch rows fastest first (skipped last), the floor.
     rank = {**{r["driver"]: 1 for r in peer_rows}, **{r["driver"]: 0 for r in rows}, FLOOR: 2}
     rows = sorted(rows + peer_rows, key=lambda r: (r["batch"], r["context"], rank[r["driver"]],
                                                    r["us_per_step"] or float("inf")))
-    dates = [str(rep["date"])[:10] for rep in baton + peers if rep.get("date")]
+    dates = [str(rep["date"])[:10] for rep in previous + baton + peers if rep.get("date")]
+    sources = [*(s for p, k in zip(previous, kept) for s in [*p["sources"], {
+        "file": pathlib.Path(p["path"]).name, "sample": COMBINED, "date": p["date"], "device": p["device"],
+        "rows": len(k) + sum("floor_target" in r for r in k)}]),  # with a floor row per Baton row
+               *({"file": pathlib.Path(rep["path"]).name, "sample": rep["sample"], "date": rep.get("date"),
+                  "device": device_name(rep), "rows": len(rep["rows"]),
+                  **{k: rep[k] for k in ("passed", "complete") if k in rep}} for rep in baton + peers)]
+    what = "; ".join(f"{pathlib.Path(p['path']).name} ({points(k)})" for p, k in zip(previous, kept))
     return {
         "date": max(dates) if dates else datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "device": gpu or device,
         "model": label,
         "what": f"{label} decode step against batch and context on one GPU (issue #44's roofline grid): Baton "
-                "(tensor_parallel --tp=1, CUDA graphs) beside the compiled PyTorch peer and the HBM floor",
+                "(tensor_parallel --tp=1, CUDA graphs) beside the compiled PyTorch peer and the HBM floor"
+                + (f". Rows kept from earlier files of this script (--previous): {what}." if what else ""),
         "method": "Baton: tensor_parallel --tp=1, its captured steps replayed, the median of its repeats; floor_us: "
                   "Baton's (weights + the batch's KV cache at the steps' mean context / the HBM read bandwidth it "
                   "measured), also on the PyTorch rows at its point. PyTorch: long_context_peers.py, the compiled "
@@ -181,9 +271,7 @@ def combine(baton: list[dict[str, Any]], peers: list[dict[str, Any]], model: str
                   "runs. vs_floor = us_per_step / floor_us; baton_vs_pytorch = the fastest PyTorch row's / Baton's.",
         "rows": rows,
         "summary": summary,
-        "sources": [{"file": pathlib.Path(rep["path"]).name, "sample": rep["sample"], "date": rep.get("date"),
-                     "device": device_name(rep), "rows": len(rep["rows"]),
-                     **{k: rep[k] for k in ("passed", "complete") if k in rep}} for rep in baton + peers],
+        "sources": [s for i, s in enumerate(sources) if s not in sources[:i]],  # a file passed again: once
     }
 
 
@@ -242,7 +330,7 @@ def plot(out: dict[str, Any], path: pathlib.Path) -> None:
 
 def have_matplotlib() -> bool:
     try:
-        import matplotlib  # noqa: F401
+        importlib.import_module("matplotlib")
     except ImportError:  # not installed, or (in the self-test) hidden
         return False
     return True
@@ -264,24 +352,27 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baton", nargs="+", default=[], help="tensor_parallel --tp=1 --json reports")
     parser.add_argument("--pytorch", nargs="+", default=[], help="long_context_peers.py --json reports")
+    parser.add_argument("--previous", nargs="+", default=[], metavar="FILE", help="earlier --json files of this "
+                        "script: their points stay unless the new inputs (or a later file here) cover them")
     parser.add_argument("--model", help="every row's model label (default: the inputs', which must agree)")
     parser.add_argument("--relabel", action="store_true", help="take --model for inputs whose labels differ")
-    parser.add_argument("--gpu", help="the device label (default: the inputs' device names, which must agree)")
+    parser.add_argument("--gpu", help="the device label (default: the last --previous file's, else the "
+                        "inputs' device names; those must agree)")
     parser.add_argument("--json", help="the combined results file to write")
     parser.add_argument("--plot", help="the PNG to write (needs matplotlib)")
     parser.add_argument("--self-test", action="store_true", help="combine synthetic inputs and check; exit")
     args = parser.parse_args(argv)
     if args.self_test:
         return self_test()
-    if not args.baton or not args.pytorch or not args.json:
-        parser.error("--baton, --pytorch and --json are required (or --self-test)")
+    if not args.json or not (args.previous or args.baton and args.pytorch):
+        parser.error("--baton, --pytorch and --json are required (or --previous FILE with --json, or --self-test)")
     if args.plot and not have_matplotlib():  # before any work: a plot asked for and impossible is a failure
         print("combine_roofline: --plot needs matplotlib, which is not installed (pip install matplotlib, or drop "
               "--plot)", file=sys.stderr)
         return 2
     try:
         out = combine([load(p, BATON) for p in args.baton], [load(p, PEER) for p in args.pytorch], args.model,
-                      args.gpu, args.relabel)
+                      args.gpu, args.relabel, [load_previous(p) for p in args.previous])
     except CombineError as error:
         print(f"combine_roofline: error: {error}", file=sys.stderr)
         return 2
@@ -382,6 +473,67 @@ def self_test() -> int:
         expect(not (tmp / "refused.json").exists(), "a refused combination wrote its file")
         code, err = run("--baton", f["baton"], "--pytorch", f["other"], "--json", result, "--model", "x", "--relabel")
         expect(code == 0 and json.loads(pathlib.Path(result).read_text())["model"] == "x", err)
+        # --previous: this script's own files re-enter a new one, per point and side, the newest input winning.
+        full = tmp / "full.json"
+        full.write_text(json.dumps(out))  # the whole grid, as the first run wrote it
+        raw = {k: json.loads(pathlib.Path(f[k]).read_text()) for k in ("baton", "peer")}
+
+        def part(name: str, kind: str, context: int, scale: float = 1.0, drop: str = "") -> str:
+            """One context of a synthetic input, its times (and floors) scaled, without the driver drop."""
+            rows = [{**r, **{k: r[k] * scale for k in ("us_per_step", "floor_us") if r.get(k)}}
+                    for r in raw[kind]["rows"] if r["context"] == context and r["driver"] != drop]
+            (tmp / name).write_text(json.dumps({**raw[kind], "rows": rows}))
+            return str(tmp / name)
+
+        def made(name: str, *argv: str) -> tuple[str, dict[str, Any], list]:
+            code, err = run(*argv, "--json", str(tmp / name))
+            expect(code == 0, f"{argv}: exit {code}: {err}")
+            data = json.loads((tmp / name).read_text())
+            return str(tmp / name), data, [(r["batch"], r["context"], r["driver"], r["us_per_step"], r["floor_us"],
+                                            r["vs_floor"]) for r in data["rows"]]
+
+        b8k, p8k = part("b8k.json", "baton", 8192), part("p8k.json", "peer", 8192)
+        b64k, p64k = part("b64k.json", "baton", 65536), part("p64k.json", "peer", 65536)
+        prev8k, _, _ = made("prev8k.json", "--baton", b8k, "--pytorch", p8k)
+        # (a) one context's file plus the other's new inputs: the whole grid, as combining all at once gives it.
+        _, m, _ = made("a.json", "--previous", prev8k, "--baton", b64k, "--pytorch", p64k)
+        expect([m[k] for k in ("rows", "summary", "date", "device")] == [out[k] for k in ("rows", "summary", "date",
+                                                                                      "device")], m)
+        t = m["summary"]
+        expect([(t[k]["met"], t[k]["of"]) for k in ("floor_target", "faster_target")] == [(1, 2), (3, 5)], t)
+        expect([s["file"] for s in m["sources"]] == ["b8k.json", "p8k.json", "prev8k.json", "b64k.json",
+                                                     "p64k.json"] and m["sources"][2]["rows"] == 10, m["sources"])
+        expect("prev8k.json (context 8192: batches 1, 64, 128)" in m["what"], m["what"])
+        # --previous alone: the same file again.
+        _, m, _ = made("again.json", "--previous", str(full))
+        expect([m[k] for k in ("rows", "summary", "model", "device")] == [out[k] for k in ("rows", "summary", "model",
+                                                                                       "device")], m)
+        # (b) a point in both: the new input's Baton row and floor (b1 c8192: 550.0 over 500.0), the PyTorch rows
+        # kept there against that floor; the other context as it was. Faster now at b64 c8192 too.
+        _, m, rows = made("b.json", "--previous", str(full), "--baton", part("fast.json", "baton", 8192, 0.5))
+        expect({(1, 8192, "baton-graphs", 550.0, 500.0, 1.1), (1, 8192, FLOOR, 500.0, 500.0, 1.0),
+                (1, 8192, GQA, 1500.0, 500.0, 3.0)} <= set(rows) and len(rows) == len(out["rows"]), rows)
+        expect([r for r in m["rows"] if r["context"] == 65536] == [r for r in out["rows"] if r["context"] == 65536]
+               and (m["summary"]["faster_target"]["met"], m["summary"]["faster_target"]["of"]) == (4, 5), m)
+        slow = part("slow.json", "peer", 8192, 2.0, GROUPED)  # the GQA rows only, twice as slow
+        _, _, rows = made("p.json", "--previous", str(full), "--pytorch", slow)
+        expect((1, 8192, GQA, 3000.0, 1000.0, 3.0) in rows and (1, 8192, "baton-graphs", 1100.0, 1000.0, 1.1) in rows
+               and not any(r[1:3] == (8192, GROUPED) for r in rows), rows)
+        fast, _, _ = made("fast8k.json", "--baton", str(tmp / "fast.json"), "--pytorch", p8k)
+        for order, us in [((str(full), fast), 550.0), ((fast, str(full)), 1100.0)]:  # the later file wins
+            _, _, rows = made("order.json", "--previous", *order)
+            expect((1, 8192, "baton-graphs", us) in [r[:4] for r in rows], (order, rows))
+        # (c) refused: another model's file, another GPU's input, a file that is not this script's.
+        other, _, _ = made("other8b.json", "--baton", b8k, "--pytorch", p8k, "--model", "llama-3.1-8b", "--relabel")
+        for argv, why, named in [  # the models' message names both labels
+                ((other, "--baton", b64k, "--pytorch", p64k), "models differ: ", other),
+                ((str(full), "--pytorch", f["elsewhere"]), "devices differ", f["elsewhere"]),
+                ((f["missing"],), "no such file", f["missing"]), ((f["garbled"],), "not JSON", f["garbled"]),
+                ((f["baton"],), "not a combined roofline file", f["baton"])]:
+            code, err = run("--previous", *argv, "--json", str(tmp / "refused.json"))
+            expect(code == 2 and why in err and named in err, (why, code, err))
+            expect(why != "models differ: " or "'llama-3.1-8b'" in err and "'llama-3.2-1b'" in err, err)
+        expect(not (tmp / "refused.json").exists(), "a refused --previous combination wrote its file")
         png = str(tmp / "p.png")
         with unittest.mock.patch.dict(sys.modules, {"matplotlib": None}):  # as if not installed
             code, err = run("--baton", f["baton"], "--pytorch", f["peer"], "--json", result, "--plot", png)

@@ -14,8 +14,10 @@
 # PARTS (baton,pytorch: which sides to run), GPU_GIB (the GPU's memory; default: nvidia-smi's).
 # The peer runs once per context into its own file (pytorch-<model>-c<context>.json, rewritten after every
 # point): it compiles and captures each point for about a minute, so a whole grid takes several calls (one
-# context each, say); combine_roofline.py merges any number of Baton and peer files afterwards. The KV cache of a batch must fit in 85% of what the
-# weights leave (Baton's sample refuses the whole run otherwise, so such batches are left out of it).
+# context each, say); combine_roofline.py merges any number of Baton and peer files afterwards, and with
+# --previous FILE an earlier call's combined file too (its points kept where no new file covers them: its raw
+# files may be gone). The KV cache of a batch must fit in 85% of what the weights leave (Baton's sample refuses
+# the whole run otherwise, so such batches are left out of it).
 set -euo pipefail
 model=${1:?usage: roofline_grid.sh MODEL OUT_DIR [--dry-run]}
 out=${2:?usage: roofline_grid.sh MODEL OUT_DIR [--dry-run]}
