@@ -48,6 +48,7 @@
 #include "decode_loop/parity_dump.h"
 #include "decode_loop/presets.h"
 #include "decode_loop/soak.h"
+#include "decode_loop/token_diff.h"
 
 ABSL_FLAG(std::string, models, "tiny,small",
           "comma-separated model presets: tiny (2 layers, d_model 256), small (4 layers, d_model "
@@ -393,10 +394,12 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       host_tokens_per_s = rate;
       reference_run = last;
     } else {
-      same_tokens = last.tokens_by_entry == reference_run.tokens_by_entry;
+      const std::string difference =
+          DescribeTokenDifference(reference_run.tokens_by_entry, last.tokens_by_entry);
+      same_tokens = difference.empty();
       if (!same_tokens) {
         report.Fail(absl::StrCat(name, ": ", choice.label,
-                                 " generated different tokens from the host loop"));
+                                 " generated different tokens from the host loop: ", difference));
       }
     }
     if (last.tokens_by_entry.size() != request_count) {
