@@ -9,7 +9,7 @@
 //
 // The protocol:
 // - Records are numbered 1, 2, ... (a step number). Record s lives in half
-//   s % 2 of the channel; the leader writes it (leader_claim, then its
+//   s % 2 (LockstepHalves); the leader writes it (leader_claim, then its
 //   words, then leader_publish: a release store of `published`) only after
 //   every follower has copied record s - 2, which used the same half
 //   (`copied[r]`, stored with release by follower r after its copy). So a
@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cuda/atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "baton/config.h"
@@ -42,14 +43,23 @@ inline constexpr int kLockstepMaxFollowers = 7;  // tensor-parallel sizes up to 
 
 enum class LockstepWait : std::uint32_t { kReady = 0, kTimedOut = 1, kFaulted = 2 };
 
-// The channel, in the leader's memory. Zero-initialized before any rank
-// uses it (record 0 counts as published and copied by everyone).
-template <int Words>
+// The channel's counters, in the leader's memory, zero-initialized before
+// any rank uses them (record 0 counts as published and copied by everyone).
 struct LockstepChannel {
-  std::uint64_t published;                     // the newest complete record
+  std::uint64_t published;                      // the newest complete record
   std::uint64_t copied[kLockstepMaxFollowers];  // follower r's newest copied record
-  std::uint32_t fault;                         // 0, or 1 + the first faulting rank
-  std::uint32_t words[2][Words];               // the two halves
+  std::uint32_t fault;                          // 0, or 1 + the first faulting rank
+  std::uint32_t unused;
+};
+
+// The two halves records take turns in (leader's memory too), each
+// `words` 32-bit words (lockstep_record.h sizes them for a program).
+struct LockstepHalves {
+  std::uint32_t* words = nullptr;  // [2][words]
+  std::size_t words_per_half = 0;
+  [[nodiscard]] BATON_HOST_DEVICE std::uint32_t* of(std::uint64_t s) const {
+    return words + (s % 2) * words_per_half;
+  }
 };
 
 namespace lockstep_internal {
@@ -60,30 +70,27 @@ BATON_HOST_DEVICE inline cuda::atomic_ref<T, cuda::thread_scope_system> at(T& x)
 }  // namespace lockstep_internal
 
 // The rank that raised the channel's fault, or -1.
-template <int Words>
-BATON_HOST_DEVICE inline int lockstep_faulted_rank(LockstepChannel<Words>& c) {
+BATON_HOST_DEVICE inline int lockstep_faulted_rank(LockstepChannel& c) {
   const std::uint32_t f = lockstep_internal::at(c.fault).load(cuda::std::memory_order_acquire);
   return f == 0 ? -1 : static_cast<int>(f) - 1;
 }
 
 // Raises the channel's fault for `rank`; the first raise wins. Returns the
 // rank the fault names afterwards.
-template <int Words>
-BATON_HOST_DEVICE inline int lockstep_raise_fault(LockstepChannel<Words>& c, int rank) {
+BATON_HOST_DEVICE inline int lockstep_raise_fault(LockstepChannel& c, int rank) {
   std::uint32_t expected = 0;
   lockstep_internal::at(c.fault).compare_exchange_strong(
       expected, static_cast<std::uint32_t>(rank) + 1u, cuda::std::memory_order_acq_rel);
   return lockstep_faulted_rank(c);
 }
 
-// Leader: waits until half s % 2 is free for record s (every one of the
-// `followers` has copied record s - 2), then returns kReady and the half in
-// `half`, to be filled and published. `lagging` gets the first follower not
+// Leader: waits until record s's half (LockstepHalves::of) is free, every
+// one of the `followers` having copied record s - 2, and returns kReady: the
+// half may be filled, then published. `lagging` gets the first follower not
 // done when the wait ends otherwise.
-template <int Words, class Patience>
-BATON_HOST_DEVICE LockstepWait leader_claim(LockstepChannel<Words>& c, int followers,
-                                            std::uint64_t s, Patience&& patience,
-                                            std::uint32_t*& half, int& lagging) {
+template <class Patience>
+BATON_HOST_DEVICE LockstepWait leader_claim(LockstepChannel& c, int followers, std::uint64_t s,
+                                            Patience&& patience, int& lagging) {
   const std::uint64_t needed = s >= 2 ? s - 2 : 0;
   for (int r = 0; r < followers; ++r) {
     while (lockstep_internal::at(c.copied[r]).load(cuda::std::memory_order_acquire) < needed) {
@@ -94,34 +101,30 @@ BATON_HOST_DEVICE LockstepWait leader_claim(LockstepChannel<Words>& c, int follo
       }
     }
   }
-  half = c.words[s % 2];
   return LockstepWait::kReady;
 }
 
 // Leader: record s is complete (its words written by this thread, or by
 // threads whose writes this thread has observed: a block barrier before).
-template <int Words>
-BATON_HOST_DEVICE inline void leader_publish(LockstepChannel<Words>& c, std::uint64_t s) {
+BATON_HOST_DEVICE inline void leader_publish(LockstepChannel& c, std::uint64_t s) {
   lockstep_internal::at(c.published).store(s, cuda::std::memory_order_release);
 }
 
-// Follower: waits until record s is published, then returns kReady and its
-// half in `half`, to be copied and released.
-template <int Words, class Patience>
-BATON_HOST_DEVICE LockstepWait follower_acquire(LockstepChannel<Words>& c, std::uint64_t s,
-                                                Patience&& patience, const std::uint32_t*& half) {
+// Follower: waits until record s is published and returns kReady: its half
+// (LockstepHalves::of) may be copied, then released.
+template <class Patience>
+BATON_HOST_DEVICE LockstepWait follower_acquire(LockstepChannel& c, std::uint64_t s,
+                                                Patience&& patience) {
   while (lockstep_internal::at(c.published).load(cuda::std::memory_order_acquire) < s) {
     if (lockstep_faulted_rank(c) >= 0) return LockstepWait::kFaulted;
     if (!patience()) return LockstepWait::kTimedOut;
   }
-  half = c.words[s % 2];
   return LockstepWait::kReady;
 }
 
 // Follower `follower` (0-based among the followers): record s is copied (by
 // this thread, or by threads it has observed), its half free for record s + 2.
-template <int Words>
-BATON_HOST_DEVICE inline void follower_release(LockstepChannel<Words>& c, int follower,
+BATON_HOST_DEVICE inline void follower_release(LockstepChannel& c, int follower,
                                                std::uint64_t s) {
   lockstep_internal::at(c.copied[follower]).store(s, cuda::std::memory_order_release);
 }

@@ -22,7 +22,13 @@ namespace baton::detail {
 namespace {
 
 constexpr int kWords = 48;
-using Channel = LockstepChannel<kWords>;
+
+// A channel and its two halves of kWords words, zeroed as the device memory
+// is before the first step.
+struct Channel : LockstepChannel {
+  std::uint32_t storage[2][kWords] = {};
+  LockstepHalves halves{&storage[0][0], kWords};
+};
 
 // Record s's word i: the step in word 0, then words no other record has.
 std::uint32_t Word(std::uint64_t s, int i) {
@@ -47,7 +53,7 @@ struct Deadline {
 
 std::unique_ptr<Channel> MakeChannel() {
   auto c = std::make_unique<Channel>();
-  *c = Channel{};  // zeroed, as the device memory is before the first step
+  static_cast<LockstepChannel&>(*c) = LockstepChannel{};
   return c;
 }
 
@@ -65,8 +71,7 @@ TEST(LockstepChannel, EveryFollowerCopiesEveryRecordInOrderAndWhole) {
       std::mt19937_64 rng(seed + r);
       std::uint32_t copy[kWords];
       for (std::uint64_t s = 1; s <= kRecords && !failed; ++s) {
-        const std::uint32_t* half = nullptr;
-        if (follower_acquire(*channel, s, Deadline(10.0), half) != LockstepWait::kReady) {
+        if (follower_acquire(*channel, s, Deadline(10.0)) != LockstepWait::kReady) {
           errors[r] = "follower " + std::to_string(r) + " gave up waiting for record " +
                       std::to_string(s);
           failed = true;
@@ -76,6 +81,7 @@ TEST(LockstepChannel, EveryFollowerCopiesEveryRecordInOrderAndWhole) {
         // not copied this one (record s + 2 needs this half back).
         const std::uint64_t published =
             cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(channel->published).load();
+        const std::uint32_t* half = channel->halves.of(s);
         for (int i = 0; i < kWords; ++i) copy[i] = half[i];
         if (r == 1 && s % 97 == 0) {  // a follower whose host is slow now and then
           std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -103,14 +109,13 @@ TEST(LockstepChannel, EveryFollowerCopiesEveryRecordInOrderAndWhole) {
   threads.emplace_back([&] {
     std::mt19937_64 rng(seed);
     for (std::uint64_t s = 1; s <= kRecords && !failed; ++s) {
-      std::uint32_t* half = nullptr;
       int lagging = -1;
-      if (leader_claim(*channel, kFollowers, s, Deadline(10.0), half, lagging) !=
-          LockstepWait::kReady) {
+      if (leader_claim(*channel, kFollowers, s, Deadline(10.0), lagging) != LockstepWait::kReady) {
         errors[kFollowers] = "the leader gave up claiming record " + std::to_string(s);
         failed = true;
         return;
       }
+      std::uint32_t* half = channel->halves.of(s);
       for (int i = 0; i < kWords; ++i) half[i] = Word(s, i);
       if (rng() % 16 == 0) std::this_thread::yield();
       leader_publish(*channel, s);
@@ -125,13 +130,11 @@ TEST(LockstepChannel, EveryFollowerCopiesEveryRecordInOrderAndWhole) {
 TEST(LockstepChannel, AStalledFollowerTimesTheLeaderOutNamingIt) {
   auto channel = MakeChannel();
   constexpr int kFollowers = 3;
-  std::uint32_t* half = nullptr;
   int lagging = -1;
   for (std::uint64_t s = 1; s <= 7; ++s) {
-    ASSERT_EQ(leader_claim(*channel, kFollowers, s, Deadline(1.0), half, lagging),
-              LockstepWait::kReady)
+    ASSERT_EQ(leader_claim(*channel, kFollowers, s, Deadline(1.0), lagging), LockstepWait::kReady)
         << "record " << s;
-    ASSERT_EQ(half, channel->words[s % 2]);
+    ASSERT_EQ(channel->halves.of(s), &channel->storage[s % 2][0]);
     leader_publish(*channel, s);
     // Followers 0 and 2 keep up; follower 1 stops after record 5.
     for (int r = 0; r < kFollowers; ++r) {
@@ -140,30 +143,24 @@ TEST(LockstepChannel, AStalledFollowerTimesTheLeaderOutNamingIt) {
   }
   // Record 8 reuses record 6's half, which follower 1 never copied.
   int polls = 0;
-  EXPECT_EQ(leader_claim(*channel, kFollowers, 8, [&] { return ++polls < 100; }, half, lagging),
+  EXPECT_EQ(leader_claim(*channel, kFollowers, 8, [&] { return ++polls < 100; }, lagging),
             LockstepWait::kTimedOut);
   EXPECT_EQ(lagging, 1);
   EXPECT_EQ(polls, 100);
   follower_release(*channel, 1, 6);
-  EXPECT_EQ(leader_claim(*channel, kFollowers, 8, Deadline(1.0), half, lagging),
-            LockstepWait::kReady);
+  EXPECT_EQ(leader_claim(*channel, kFollowers, 8, Deadline(1.0), lagging), LockstepWait::kReady);
 }
 
 TEST(LockstepChannel, AFollowerWaitsForTheRecordItNeedsAndNoLonger) {
   auto channel = MakeChannel();
-  const std::uint32_t* half = nullptr;
   int polls = 0;
-  EXPECT_EQ(follower_acquire(*channel, 1, [&] { return ++polls < 50; }, half),
-            LockstepWait::kTimedOut);
+  EXPECT_EQ(follower_acquire(*channel, 1, [&] { return ++polls < 50; }), LockstepWait::kTimedOut);
   EXPECT_EQ(polls, 50);
   leader_publish(*channel, 1);
   polls = 0;
-  EXPECT_EQ(follower_acquire(*channel, 1, [&] { return ++polls < 50; }, half),
-            LockstepWait::kReady);
+  EXPECT_EQ(follower_acquire(*channel, 1, [&] { return ++polls < 50; }), LockstepWait::kReady);
   EXPECT_EQ(polls, 0);
-  EXPECT_EQ(half, channel->words[1]);
-  EXPECT_EQ(follower_acquire(*channel, 2, [&] { return ++polls < 50; }, half),
-            LockstepWait::kTimedOut);
+  EXPECT_EQ(follower_acquire(*channel, 2, [&] { return ++polls < 50; }), LockstepWait::kTimedOut);
 }
 
 TEST(LockstepChannel, AFaultOnAnyRankEndsEveryWaitNamingTheFirstRank) {
@@ -174,14 +171,11 @@ TEST(LockstepChannel, AFaultOnAnyRankEndsEveryWaitNamingTheFirstRank) {
   // two followers that never copy; rank 2 faults meanwhile.
   for (std::uint64_t s = 1; s <= 2; ++s) leader_publish(*channel, s);
   LockstepWait follower = LockstepWait::kReady, leader = LockstepWait::kReady;
-  std::thread waiting_follower([&] {
-    const std::uint32_t* half = nullptr;
-    follower = follower_acquire(*channel, 3, Deadline(30.0), half);
-  });
+  std::thread waiting_follower(
+      [&] { follower = follower_acquire(*channel, 3, Deadline(30.0)); });
   std::thread waiting_leader([&] {
-    std::uint32_t* half = nullptr;
     int lagging = -1;
-    leader = leader_claim(*channel, 2, 3, Deadline(30.0), half, lagging);
+    leader = leader_claim(*channel, 2, 3, Deadline(30.0), lagging);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(lockstep_raise_fault(*channel, 2), 2);
@@ -194,8 +188,7 @@ TEST(LockstepChannel, AFaultOnAnyRankEndsEveryWaitNamingTheFirstRank) {
   EXPECT_EQ(follower, LockstepWait::kFaulted);
   EXPECT_EQ(leader, LockstepWait::kFaulted);
   EXPECT_EQ(lockstep_faulted_rank(*channel), 2);
-  const std::uint32_t* half = nullptr;
-  EXPECT_EQ(follower_acquire(*channel, 5, Deadline(30.0), half), LockstepWait::kFaulted);
+  EXPECT_EQ(follower_acquire(*channel, 5, Deadline(30.0)), LockstepWait::kFaulted);
 }
 
 }  // namespace
