@@ -7,7 +7,10 @@
 //
 // Layout, in 32-bit words:
 //   [0]          the command (LockstepCommand: run the step, park, stop)
-//   [1, 9)       the StepHeader (32 bytes)
+//   [1]          the record's length in words (a follower copies that many
+//                from the leader's memory, a warp at a time, then unpacks
+//                its local copy)
+//   [2, 10)      the StepHeader (32 bytes)
 //   then per position p < header.batch, in order:
 //     the WorkItem (4 words), slot, item_steps, item_tokens, tokens,
 //     token_offsets, n, then the n pool pages the leader mapped for p this
@@ -32,7 +35,7 @@ namespace baton::detail {
 
 enum class LockstepCommand : std::uint32_t { kStep = 1, kPark = 2, kStop = 3 };
 
-inline constexpr std::size_t kLockstepRecordHead = 1 + sizeof(StepHeader) / 4;
+inline constexpr std::size_t kLockstepRecordHead = 2 + sizeof(StepHeader) / 4;
 inline constexpr std::size_t kLockstepPositionWords = sizeof(WorkItem) / 4 + 6;
 static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records are words");
 
@@ -53,7 +56,7 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
     std::size_t capacity) {
   if (capacity < kLockstepRecordHead) return 0;
   words[0] = static_cast<std::uint32_t>(command);
-  memcpy(words + 1, a.header, sizeof(StepHeader));
+  memcpy(words + 2, a.header, sizeof(StepHeader));
   std::size_t at = kLockstepRecordHead;
   const std::uint32_t batch = command == LockstepCommand::kStep ? a.header->batch : 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
@@ -74,21 +77,24 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
     const std::uint32_t* row = pages.page_table + std::size_t{a.slots[p]} * pages.pages_per_slot;
     for (std::uint32_t j = 0; j < n; ++j) words[at++] = row[have + j];
   }
+  words[1] = static_cast<std::uint32_t>(at);
   return at;
 }
 
-// A follower's side: the record's step into its own StepArgs (header and the
-// positions' arrays) and page table. Returns the command. A record whose
+// A follower's side: the record in `words` (at most `used` of them readable:
+// the record's own length word is checked against it) into its own StepArgs
+// (header and the positions' arrays) and page table. Returns the command. A record whose
 // slots or pages would index past the follower's arrays is refused
 // (returns 0; positions before the bad one may have been written): records
 // come from a rank of the same program, so that only happens to corrupted
 // memory, which must not become a wild write; the caller faults.
 [[nodiscard]] BATON_HOST_DEVICE inline std::uint32_t unpack_lockstep_record(
     const std::uint32_t* words, std::size_t used, StepArgs& a, const PagePolicy& pages) {
-  if (used < kLockstepRecordHead) return 0;
+  if (used < kLockstepRecordHead || words[1] < kLockstepRecordHead || words[1] > used) return 0;
+  used = words[1];
   const std::uint32_t command = words[0];
   StepHeader header;
-  memcpy(&header, words + 1, sizeof(StepHeader));
+  memcpy(&header, words + 2, sizeof(StepHeader));
   const std::uint32_t batch = command == static_cast<std::uint32_t>(LockstepCommand::kStep)
                                   ? header.batch
                                   : 0;

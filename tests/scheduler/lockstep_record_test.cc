@@ -107,6 +107,7 @@ TEST(LockstepRecord, AFollowerOfRecordsHoldsTheLeadersStepAndPages) {
     const std::size_t used = pack_lockstep_record(LockstepCommand::kStep, leader.args,
                                                   leader.pages, record.data(), capacity);
     ASSERT_GT(used, 0u) << "step " << step << ": the bound did not hold";
+    ASSERT_EQ(record[1], used) << "the record's length word";
     ASSERT_EQ(unpack_lockstep_record(record.data(), used, follower.args, follower.pages),
               static_cast<std::uint32_t>(LockstepCommand::kStep));
 
@@ -212,12 +213,15 @@ TEST(LockstepRecord, ACorruptedRecordIsRefusedWithoutAWildWrite) {
   bad[slot_word] = kMaxBatch;  // a slot past the table
   EXPECT_TRUE(refused(bad, used));
   bad = record;
-  bad[2 + 1] = kMaxBatch + 1;  // a batch past max_batch (the header's word 2: batch)
+  bad[2 + 2] = kMaxBatch + 1;  // a batch past max_batch (the header's word 2: batch)
   EXPECT_TRUE(refused(bad, used));
   bad = record;
   bad[slot_word + 5] = kPagesPerSlot + 1;  // more pages than a row holds
   EXPECT_TRUE(refused(bad, used + kPagesPerSlot));
-  EXPECT_TRUE(refused(record, used - 1)) << "a record cut short";
+  EXPECT_TRUE(refused(record, used - 1)) << "a record longer than what may be read";
+  bad = record;
+  bad[1] = static_cast<std::uint32_t>(used - 1);  // a length word cut short
+  EXPECT_TRUE(refused(bad, used));
   EXPECT_EQ(unpack_lockstep_record(record.data(), used, follower.args, follower.pages),
             static_cast<std::uint32_t>(LockstepCommand::kStep));
   EXPECT_EQ(follower.table[3 * kPagesPerSlot + 2], 102u);
