@@ -13,9 +13,9 @@
 // and dropped: a bulk-copy ring"), not part of the library's API. Never the
 // .multicast::cluster forms. Run: build/bin/bulk_copy_stream (about a second).
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -59,8 +59,8 @@ __device__ void barrier_wait(std::uint64_t* b, unsigned parity) {
 }
 __device__ void copy_1d(void* dst, const void* src, unsigned bytes, std::uint64_t* b) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_address(dst)),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_address(dst)),
       "l"(src), "r"(bytes), "r"(smem_address(b))
       : "memory");
 }
@@ -73,19 +73,19 @@ __device__ void copy_2d(void* dst, const CUtensorMap* map, int x, int y, std::ui
 }
 
 struct Case {
-  bool tensor;      // 2-D boxes of {box, 128 rows}, else one 1-D copy per row
-  int elems;        // columns per chunk
-  int stages;       // ring stages per block
+  bool tensor;  // 2-D boxes of {box, 128 rows}, else one 1-D copy per row
+  int elems;    // columns per chunk
+  int stages;   // ring stages per block
   int blocks_per_sm;
-  int issuers;      // 1-D: warps that issue the copies (lanes take rows in turn)
-  int box;          // 2-D: columns per box
+  int issuers;  // 1-D: warps that issue the copies (lanes take rows in turn)
+  int box;      // 2-D: columns per box
 };
 
 extern __shared__ __align__(128) unsigned char shared_bytes[];
 
-__global__ void __launch_bounds__(kThreads) stream_ring(const __nv_bfloat16* w, int rows, Case c,
-                                                        const __grid_constant__ CUtensorMap map,
-                                                        float* sink) {
+__global__ void __launch_bounds__(kThreads)
+    stream_ring(const __nv_bfloat16* w, int rows, Case c, const __grid_constant__ CUtensorMap map,
+                float* sink) {
   const int stage_bytes = kTileRows * c.elems * 2;
   auto* bars = reinterpret_cast<std::uint64_t*>(shared_bytes + c.stages * stage_bytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kThreads) stream_ring(const __nv_bfloat16* w, 
 }
 
 // Plain 16-byte streaming loads, 8 per thread in flight.
-__global__ void __launch_bounds__(kThreads) stream_loads(const __nv_bfloat16* w, int rows,
-                                                         float* sink) {
+__global__ void __launch_bounds__(kThreads)
+    stream_loads(const __nv_bfloat16* w, int rows, float* sink) {
   constexpr int kDepth = 8;
   const auto* p = reinterpret_cast<const uint4*>(w);
   const std::size_t n = std::size_t(rows) * kCols / 8;
@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) stream_loads(const __nv_bfloat16* w,
        i += std::size_t(gridDim.x) * kThreads * kDepth) {
     uint4 v[kDepth];
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) v[d] = i + d * kThreads < n ? __ldcs(p + i + d * kThreads) : uint4{};
+    for (int d = 0; d < kDepth; ++d)
+      v[d] = i + d * kThreads < n ? __ldcs(p + i + d * kThreads) : uint4{};
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) acc += __uint_as_float(v[d].x ^ v[d].w);
   }
@@ -157,8 +158,8 @@ __global__ void __launch_bounds__(kThreads) stream_loads(const __nv_bfloat16* w,
 int main() {
   int device = 0, sms = 0;
   cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess ||
-      prop.major < 9) {
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major < 9) {
     std::printf("bulk_copy_stream: needs a Hopper (sm_90) GPU; skipped\n");
     return 0;
   }
@@ -172,18 +173,20 @@ int main() {
   check(cudaMalloc(&sink, sizeof(float)), "cudaMalloc");
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode),
-                                         12000, cudaEnableDefault, &found),
-        "cuTensorMapEncodeTiled");
+  check(
+      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode),
+                                       12000, cudaEnableDefault, &found),
+      "cuTensorMapEncodeTiled");
   const auto map_for = [&](int box) {
     CUtensorMap map{};
     const cuuint64_t dims[2] = {kCols, cuuint64_t(rows)};
     const cuuint64_t strides[1] = {kCols * 2};
     const cuuint32_t box_dims[2] = {cuuint32_t(box), kTileRows};
     const cuuint32_t element_strides[2] = {1, 1};
-    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, dims, strides, box_dims, element_strides,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, dims, strides, box_dims,
+               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
       std::fprintf(stderr, "bulk_copy_stream: cuTensorMapEncodeTiled failed\n");
       std::exit(1);
     }
@@ -213,9 +216,9 @@ int main() {
               gbs([&] { stream_loads<<<sms * 4, kThreads>>>(w, rows, sink); }));
   const CUtensorMap unused = map_for(32);
   const Case cases[] = {
-      {false, 128, 2, 2, 1, 0}, {false, 128, 4, 1, 1, 0}, {false, 128, 2, 2, 8, 0},
-      {false, 128, 3, 2, 8, 0}, {false, 128, 4, 1, 8, 0}, {false, 128, 6, 1, 8, 0},
-      {false, 256, 2, 1, 1, 0}, {false, 256, 2, 1, 8, 0}, {false, 256, 3, 1, 8, 0},
+      {false, 128, 2, 2, 1, 0}, {false, 128, 4, 1, 1, 0},  {false, 128, 2, 2, 8, 0},
+      {false, 128, 3, 2, 8, 0}, {false, 128, 4, 1, 8, 0},  {false, 128, 6, 1, 8, 0},
+      {false, 256, 2, 1, 1, 0}, {false, 256, 2, 1, 8, 0},  {false, 256, 3, 1, 8, 0},
       {false, 64, 4, 2, 8, 0},  {true, 128, 2, 2, 1, 32},  {true, 128, 4, 1, 1, 32},
       {true, 128, 2, 2, 1, 64}, {true, 128, 4, 1, 1, 128}, {true, 64, 4, 2, 1, 32},
       {true, 256, 3, 1, 1, 64},
@@ -232,8 +235,9 @@ int main() {
       std::printf("2-D boxes of %3d columns, %4d-byte chunks, %d stages, %d blocks per SM: %.0f\n",
                   c.box, c.elems * 2, c.stages, c.blocks_per_sm, rate);
     } else {
-      std::printf("1-D copies of %4d bytes, %d stages, %d blocks per SM, %d issuing warp(s): %.0f\n",
-                  c.elems * 2, c.stages, c.blocks_per_sm, c.issuers, rate);
+      std::printf(
+          "1-D copies of %4d bytes, %d stages, %d blocks per SM, %d issuing warp(s): %.0f\n",
+          c.elems * 2, c.stages, c.blocks_per_sm, c.issuers, rate);
     }
   }
   return 0;

@@ -125,8 +125,9 @@ using CooperativeStreamK128x32 =
 using CooperativeStreamK128x64 =
     Cutlass<128, 64, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
             cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler>;
-using PingPong64x32 = Cutlass<64, 32, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                              cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler>;
+using PingPong64x32 =
+    Cutlass<64, 32, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+            cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler>;
 
 // cuBLASLt's best heuristic for the same product (the "TN" layout: W
 // transposed, x as is, column-major views), with a 32 MB workspace.
@@ -163,7 +164,8 @@ struct Lt {
     check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
     const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
     check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)), "transa");
-    check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)), "transb");
+    check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)),
+          "transb");
     check(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, m, k), "layout A");
     check(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, n, k), "layout B");
     check(cublasLtMatrixLayoutCreate(&d, CUDA_R_16BF, m, n, m), "layout D");
@@ -224,8 +226,10 @@ int main() {
     const char* name;
     int m, k;
   };
-  const Shape2 projections[] = {{"qkv", 3072, 2048},    {"attention output", 2048, 2048},
-                                {"gate|up", 16384, 2048}, {"ffn down", 2048, 8192},
+  const Shape2 projections[] = {{"qkv", 3072, 2048},
+                                {"attention output", 2048, 2048},
+                                {"gate|up", 16384, 2048},
+                                {"ffn down", 2048, 8192},
                                 {"lm head", 128256, 2048}};
   const int rows[] = {16, 32, 64, 128};
   std::size_t most_w = 0, most_x = 0, most_y = 0;
@@ -306,7 +310,8 @@ int main() {
       float worst = 0.0f;
       const auto cutlass_us = [&](auto& config) {
         check(cudaMemset(y_cutlass, 0xFF, std::size_t(n) * p.m * 2), "poison");
-        if (!config.prepare(reinterpret_cast<const Element*>(w), reinterpret_cast<const Element*>(x),
+        if (!config.prepare(reinterpret_cast<const Element*>(w),
+                            reinterpret_cast<const Element*>(x),
                             reinterpret_cast<Element*>(y_cutlass), p.m, n, p.k, sms)) {
           return -1.0f;
         }

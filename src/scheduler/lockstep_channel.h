@@ -31,9 +31,9 @@
 // Internal; Abseil-free; host and device.
 #pragma once
 
-#include <cuda/atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cuda/atomic>
 
 #include "baton/config.h"
 
@@ -124,8 +124,7 @@ BATON_HOST_DEVICE LockstepWait follower_acquire(LockstepChannel& c, std::uint64_
 
 // Follower `follower` (0-based among the followers): record s is copied (by
 // this thread, or by threads it has observed), its half free for record s + 2.
-BATON_HOST_DEVICE inline void follower_release(LockstepChannel& c, int follower,
-                                               std::uint64_t s) {
+BATON_HOST_DEVICE inline void follower_release(LockstepChannel& c, int follower, std::uint64_t s) {
   lockstep_internal::at(c.copied[follower]).store(s, cuda::std::memory_order_release);
 }
 

@@ -51,9 +51,11 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
 // Writes the record of the step `a` describes (after the leader's scheduler
 // wrote it and mapped its pages) into `words`. Returns the words written,
 // or 0 where they would pass `capacity` (nothing past it is written).
-[[nodiscard]] BATON_HOST_DEVICE inline std::size_t pack_lockstep_record(
-    LockstepCommand command, const StepArgs& a, const PagePolicy& pages, std::uint32_t* words,
-    std::size_t capacity) {
+[[nodiscard]] BATON_HOST_DEVICE inline std::size_t pack_lockstep_record(LockstepCommand command,
+                                                                        const StepArgs& a,
+                                                                        const PagePolicy& pages,
+                                                                        std::uint32_t* words,
+                                                                        std::size_t capacity) {
   if (capacity < kLockstepRecordHead) return 0;
   words[0] = static_cast<std::uint32_t>(command);
   memcpy(words + 2, a.header, sizeof(StepHeader));
@@ -95,9 +97,8 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
   const std::uint32_t command = words[0];
   StepHeader header;
   memcpy(&header, words + 2, sizeof(StepHeader));
-  const std::uint32_t batch = command == static_cast<std::uint32_t>(LockstepCommand::kStep)
-                                  ? header.batch
-                                  : 0;
+  const std::uint32_t batch =
+      command == static_cast<std::uint32_t>(LockstepCommand::kStep) ? header.batch : 0;
   if (batch > a.max_batch) return 0;
   std::size_t at = kLockstepRecordHead;
   for (std::uint32_t p = 0; p < batch; ++p) {

@@ -33,7 +33,8 @@ struct Channel : LockstepChannel {
 // Record s's word i: the step in word 0, then words no other record has.
 std::uint32_t Word(std::uint64_t s, int i) {
   if (i == 0) return static_cast<std::uint32_t>(s);
-  std::uint64_t h = s * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(i) * 0xBF58476D1CE4E5B9ull;
+  std::uint64_t h =
+      s * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(i) * 0xBF58476D1CE4E5B9ull;
   h ^= h >> 31;
   return static_cast<std::uint32_t>(h);
 }
@@ -72,8 +73,8 @@ TEST(LockstepChannel, EveryFollowerCopiesEveryRecordInOrderAndWhole) {
       std::uint32_t copy[kWords];
       for (std::uint64_t s = 1; s <= kRecords && !failed; ++s) {
         if (follower_acquire(*channel, s, Deadline(10.0)) != LockstepWait::kReady) {
-          errors[r] = "follower " + std::to_string(r) + " gave up waiting for record " +
-                      std::to_string(s);
+          errors[r] =
+              "follower " + std::to_string(r) + " gave up waiting for record " + std::to_string(s);
           failed = true;
           return;
         }
@@ -143,7 +144,8 @@ TEST(LockstepChannel, AStalledFollowerTimesTheLeaderOutNamingIt) {
   }
   // Record 8 reuses record 6's half, which follower 1 never copied.
   int polls = 0;
-  EXPECT_EQ(leader_claim(*channel, kFollowers, 8, [&] { return ++polls < 100; }, lagging),
+  EXPECT_EQ(leader_claim(
+                *channel, kFollowers, 8, [&] { return ++polls < 100; }, lagging),
             LockstepWait::kTimedOut);
   EXPECT_EQ(lagging, 1);
   EXPECT_EQ(polls, 100);
@@ -171,8 +173,7 @@ TEST(LockstepChannel, AFaultOnAnyRankEndsEveryWaitNamingTheFirstRank) {
   // two followers that never copy; rank 2 faults meanwhile.
   for (std::uint64_t s = 1; s <= 2; ++s) leader_publish(*channel, s);
   LockstepWait follower = LockstepWait::kReady, leader = LockstepWait::kReady;
-  std::thread waiting_follower(
-      [&] { follower = follower_acquire(*channel, 3, Deadline(30.0)); });
+  std::thread waiting_follower([&] { follower = follower_acquire(*channel, 3, Deadline(30.0)); });
   std::thread waiting_leader([&] {
     int lagging = -1;
     leader = leader_claim(*channel, 2, 3, Deadline(30.0), lagging);

@@ -100,12 +100,12 @@ TEST(LockstepRecord, AFollowerOfRecordsHoldsTheLeadersStepAndPages) {
       offset += t;
       budget -= t;
     }
-    leader.header = StepHeader{step, batch, static_cast<std::uint32_t>(rng() % 5),
-                               kMaxTokens, offset, {}};
+    leader.header =
+        StepHeader{step, batch, static_cast<std::uint32_t>(rng() % 5), kMaxTokens, offset, {}};
     mapped_total += MapStepPages(leader.pages, leader.args, batch, pool);
 
-    const std::size_t used = pack_lockstep_record(LockstepCommand::kStep, leader.args,
-                                                  leader.pages, record.data(), capacity);
+    const std::size_t used = pack_lockstep_record(LockstepCommand::kStep, leader.args, leader.pages,
+                                                  record.data(), capacity);
     ASSERT_GT(used, 0u) << "step " << step << ": the bound did not hold";
     ASSERT_EQ(record[1], used) << "the record's length word";
     ASSERT_EQ(unpack_lockstep_record(record.data(), used, follower.args, follower.pages),
@@ -136,7 +136,8 @@ TEST(LockstepRecord, AFollowerOfRecordsHoldsTheLeadersStepAndPages) {
     std::vector<Running> still;
     for (std::uint32_t p = 0; p < batch; ++p) {
       Running r = running[p];
-      const bool done = r.tokens + leader.args.tokens[p] >= ItemTokenBound(r.item) || rng() % 9 == 0;
+      const bool done =
+          r.tokens + leader.args.tokens[p] >= ItemTokenBound(r.item) || rng() % 9 == 0;
       if (done) {
         ReleaseItemPages(leader.pages, leader.args, p, pool);
         free_slots.push_back(r.slot);
@@ -172,8 +173,8 @@ TEST(LockstepRecord, TheBoundHoldsNearItsWorstCaseAndARecordPastItIsRefused) {
   leader.header = StepHeader{7, kMaxBatch, 0, kMaxTokens, kMaxTokens, {}};
   const std::size_t capacity = lockstep_record_words(kMaxBatch, kMaxTokens, leader.pages);
   std::vector<std::uint32_t> record(capacity + 1, 0x5A5A5A5Au);
-  const std::size_t used =
-      pack_lockstep_record(LockstepCommand::kStep, leader.args, leader.pages, record.data(), capacity);
+  const std::size_t used = pack_lockstep_record(LockstepCommand::kStep, leader.args, leader.pages,
+                                                record.data(), capacity);
   ASSERT_GT(used, 0u);
   EXPECT_EQ(used, capacity - 1) << "13 pages against a bound of 14";
   EXPECT_EQ(record[capacity], 0x5A5A5A5Au) << "written past the capacity";
