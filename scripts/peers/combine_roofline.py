@@ -64,17 +64,31 @@ def device_name(report: dict[str, Any]) -> str:
     return str((device.get("name") if isinstance(device, dict) else device) or "").strip()
 
 
+def read_json(where: str, path: str, fix: str) -> Any:
+    """The JSON in `path`, or an error naming `where` (the flag and file) and the fix."""
+    if not pathlib.Path(path).is_file():
+        raise CombineError(f"{where}: no such file; {fix}")
+    try:
+        return json.loads(pathlib.Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CombineError(f"{where}: not JSON ({error}); {fix}") from None
+
+
+def check_timed(where: str, r: dict[str, Any], timed: tuple[str, ...], fix: str) -> None:
+    """Refuses a row without an integer batch and context and a driver, or without the positive times `timed`."""
+    if not all(isinstance(r.get(k), int) for k in ("batch", "context")) or not r.get("driver"):
+        raise CombineError(f"{where}: a row without an integer batch and context, or a driver: {r}")
+    if not all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in timed):
+        raise CombineError(f"{where}: row b{r['batch']} context {r['context']} {r['driver']!r} has no positive "
+                           f"{' and '.join(timed)}; {fix}")
+
+
 def load(path: str, kind: str) -> dict[str, Any]:
     """One input report, checked to be the right sample's, with at least one usable row."""
     flag, writer = (("--baton", "build/bin/tensor_parallel --tp=1 ... --json FILE") if kind == BATON else
                     ("--pytorch", "scripts/peers/long_context_peers.py ... --json FILE"))
     fix = f"pass the file that `{writer}` wrote"
-    if not pathlib.Path(path).is_file():
-        raise CombineError(f"{flag} {path}: no such file; {fix}")
-    try:
-        report = json.loads(pathlib.Path(path).read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CombineError(f"{flag} {path}: not JSON ({error}); {fix}") from None
+    report = read_json(f"{flag} {path}", path, fix)
     if not isinstance(report, dict) or report.get("sample") != kind or not isinstance(report.get("rows"), list):
         what = report.get("sample") if isinstance(report, dict) else None
         raise CombineError(f"{flag} {path}: not a {kind} report with a \"rows\" list (sample: {what!r}); {fix}")
@@ -82,12 +96,8 @@ def load(path: str, kind: str) -> dict[str, Any]:
         raise CombineError(f"{flag} {path}: a CPU smoke test, not a measurement; rerun the peer with --device cuda")
     rows = [r for r in report["rows"] if isinstance(r, dict) and r.get("tp", 1) == 1]
     for r in rows:
-        if not all(isinstance(r.get(k), int) for k in ("batch", "context")) or not r.get("driver"):
-            raise CombineError(f"{flag} {path}: a row without an integer batch and context, or a driver: {r}")
         timed = ("us_per_step", "floor_us") if kind == BATON else (("us_per_step",) if not r.get("skipped") else ())
-        if not all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in timed):
-            raise CombineError(f"{flag} {path}: row b{r['batch']} context {r['context']} has no positive "
-                               f"{' and '.join(timed)}; rerun that point")
+        check_timed(f"{flag} {path}", r, timed, "rerun that point")
     if not rows:
         fix = "run tensor_parallel with --tp=1" if kind == BATON else "rerun the peer: it wrote no point"
         raise CombineError(f"{flag} {path}: no usable rows{' with tp 1' if kind == BATON else ''}; {fix}")
@@ -98,12 +108,7 @@ def load_previous(path: str) -> dict[str, Any]:
     """An earlier file of this script as the Baton and PyTorch reports it was made of (its rows as it keeps them,
     each with its vs_floor), with its device label, the GPUs its sources name, its date and its sources."""
     flag, fix = f"--previous {path}", "pass a file that `combine_roofline.py ... --json FILE` wrote"
-    if not pathlib.Path(path).is_file():
-        raise CombineError(f"{flag}: no such file; {fix}")
-    try:
-        data = json.loads(pathlib.Path(path).read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CombineError(f"{flag}: not JSON ({error}); {fix}") from None
+    data = read_json(flag, path, fix)
     if not isinstance(data, dict) or not all(isinstance(data.get(k), t) for k, t in
                                              (("rows", list), ("summary", dict), ("sources", list))):
         what = data.get("sample") if isinstance(data, dict) else None
@@ -111,14 +116,10 @@ def load_previous(path: str) -> dict[str, Any]:
                            f"(sample: {what!r}); {fix}")
     baton, peer, floors = [], [], {}
     for r in (r for r in data["rows"] if isinstance(r, dict)):
-        if not all(isinstance(r.get(k), int) for k in ("batch", "context")) or not r.get("driver"):
-            raise CombineError(f"{flag}: a row without an integer batch and context, or a driver: {r}")
-        side = baton if "floor_target" in r else None if r["driver"] == FLOOR else peer  # as plot() tells them
+        side = baton if "floor_target" in r else None if r.get("driver") == FLOOR else peer  # as plot() tells them
         timed = (("us_per_step", "floor_us") if side is baton else ("us_per_step",)
                  if side is None or r.get("us_per_step") is not None else ())
-        if not all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in timed):
-            raise CombineError(f"{flag}: row b{r['batch']} context {r['context']} {r['driver']!r} has no positive "
-                               f"{' and '.join(timed)}; {fix}")
+        check_timed(flag, r, timed, fix)
         if side is None:
             floors[r["batch"], r["context"]] = r["us_per_step"]
         else:
