@@ -283,3 +283,12 @@ def newest_file(gpu, glob, with_archived=False):
     """The newest results/<gpu>-<glob> file the index lists as current (or archived too), by order()."""
     files = current(f"{gpu}-{glob}") + (archived(f"{gpu}-{glob}") if with_archived else [])
     return max(files, key=order, default=None)
+
+
+def require(found, block, glob, writer, doc="README.md"):
+    """`found` (a block's input files), or the refusal every block gives when its markers are in `doc` and
+    results/ holds no file of its kind: commit one (made by `writer`) or remove the markers."""
+    if not found:
+        raise SystemExit(f"{doc} has the {block} block's markers but results/ holds no {glob}: commit one "
+                         f"({writer}) or remove the markers")
+    return found

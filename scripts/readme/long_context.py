@@ -23,10 +23,8 @@ def files():
 
 def long_context_block():
     b = inputs.Block("long-context")
-    paths = [p for p in files() if p]
-    if not paths:
-        raise SystemExit("README.md has the long-context block's markers but results/ holds no " + GLOB +
-                         ": commit one (scripts/peers/combine_long_context.py) or remove the markers")
+    paths = inputs.require([p for p in files() if p], "long-context", GLOB,
+                           "scripts/peers/combine_long_context.py")
     b.exempt += EXEMPT_NAMES
     out = []
     for path in paths:

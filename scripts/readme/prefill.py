@@ -53,10 +53,8 @@ def _columns(data):
 
 def prefill_block():
     b = inputs.Block("prefill")
-    paths = [p for p in files() if p]
-    if not paths:
-        raise SystemExit("README.md has the prefill block's markers but results/ holds no *-prefill-*.json: "
-                         "commit one (scripts/peers/combine_prefill.py) or remove the markers")
+    paths = inputs.require([p for p in files() if p], "prefill", "*-prefill-*.json",
+                           "scripts/peers/combine_prefill.py")
     b.exempt += EXEMPT_NAMES
     data = [(path, b.json(path)) for path in paths]
     cols = _columns(data)

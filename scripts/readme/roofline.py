@@ -83,10 +83,7 @@ def _file_part(b, path):
 
 def roofline_block():
     b = inputs.Block("roofline")
-    paths = [p for p in files() if p]
-    if not paths:
-        raise SystemExit("README.md has the roofline block's markers but results/ holds no " + GLOB +
-                         ": commit one (scripts/peers/combine_roofline.py) or remove the markers")
+    paths = inputs.require([p for p in files() if p], "roofline", GLOB, "scripts/peers/combine_roofline.py")
     b.exempt += EXEMPT_NAMES
     out = []
     for path in paths:

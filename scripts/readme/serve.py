@@ -32,10 +32,7 @@ def files():
 def serve_block():
     b = inputs.Block("serve")
     b.exempt += EXEMPT_NAMES
-    files_ = files()
-    if not files_:
-        raise SystemExit("README.md has the serve block's markers but results/ holds no *-serve-*.json: commit one "
-                         "(scripts/peers/combine_serve.py) or remove the markers")
+    files_ = inputs.require(files(), "serve", "*-serve-*.json", "scripts/peers/combine_serve.py")
     newest = {}
     for path in files_:  # each (GPU, lengths) its newest file
         data = b.json(path)

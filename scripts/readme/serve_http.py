@@ -22,10 +22,8 @@ def files():
 def serve_http_block():
     b = inputs.Block("serve-http")
     b.exempt += EXEMPT_NAMES
-    found = files()
-    if not found:
-        raise SystemExit("docs/performance.md has the serve-http block's markers but results/ holds no "
-                         "*-serve-http-*.json: commit one (scripts/peers/serve_http.py) or remove the markers")
+    found = inputs.require(files(), "serve-http", "*-serve-http-*.json", "scripts/peers/serve_http.py",
+                           doc="docs/performance.md")
     out = []
     for path in sorted(found, key=inputs.order):
         data = b.json(path)

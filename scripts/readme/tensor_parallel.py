@@ -34,10 +34,8 @@ def _allreduce(rows):
 def tensor_parallel_block():
     b = inputs.Block("tensor-parallel")
     b.exempt += EXEMPT_NAMES + ["Llama-3.1-70B"]
-    found = sorted(files(), key=inputs.order)
-    if not found:
-        raise SystemExit("README.md has the tensor-parallel block's markers but results/ holds no " + GLOB +
-                         ": commit one (scripts/peers/combine_tp.py) or remove the markers")
+    found = inputs.require(sorted(files(), key=inputs.order), "tensor-parallel", GLOB,
+                           "scripts/peers/combine_tp.py")
     out = []
     for path in found:
         d = b.json(path)
