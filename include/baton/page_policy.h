@@ -102,18 +102,28 @@ struct PagePool {
   return pages < reserve ? pages : reserve;
 }
 
-// Map: before the step, every position [0, batch) gets pages up to
-// HeldPages(item_tokens + tokens), in position order, popping the free
-// stack. Returns the pages handed out.
+// The entries [first, end) of position p's page-table row that its step
+// maps: from what it held before the step to what it holds after it.
+struct StepPageSpan {
+  std::uint32_t first = 0, end = 0;
+};
+[[nodiscard]] BATON_HOST_DEVICE constexpr StepPageSpan StepPages(const PagePolicy& policy,
+                                                                 const StepArgs& a,
+                                                                 std::uint32_t p) {
+  return {HeldPages(policy, a.items[p], a.item_tokens[p]),
+          HeldPages(policy, a.items[p], std::uint64_t{a.item_tokens[p]} + a.tokens[p])};
+}
+
+// Map: before the step, every position [0, batch) gets the entries of its
+// StepPages, in position order, popping the free stack. Returns the pages
+// handed out.
 BATON_HOST_DEVICE inline std::uint32_t MapStepPages(const PagePolicy& policy, const StepArgs& a,
                                                     std::uint32_t batch, PagePool& pool) {
   std::uint32_t handed = 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
-    const std::uint32_t have = HeldPages(policy, a.items[p], a.item_tokens[p]);
-    const std::uint32_t need =
-        HeldPages(policy, a.items[p], std::uint64_t{a.item_tokens[p]} + a.tokens[p]);
+    const StepPageSpan span = StepPages(policy, a, p);
     std::uint32_t* row = policy.page_table + std::size_t{a.slots[p]} * policy.pages_per_slot;
-    for (std::uint32_t j = have; j < need && pool.free_count > 0; ++j) {
+    for (std::uint32_t j = span.first; j < span.end && pool.free_count > 0; ++j) {
       row[j] = pool.free_pages[--pool.free_count];
       ++handed;
     }

@@ -14,8 +14,8 @@
 //   then per position p < header.batch, in order:
 //     the WorkItem (4 words), slot, item_steps, item_tokens, tokens,
 //     token_offsets, n, then the n pool pages the leader mapped for p this
-//     step: page-table entries [have, have + n) of p's slot, where have =
-//     HeldPages(item, item_tokens), exactly what MapStepPages wrote.
+//     step: the entries of p's StepPages (baton/page_policy.h), the span
+//     MapStepPages fills.
 // A follower writes the header, the arrays and those entries into its own
 // StepArgs and page table; `finished` and `results` are not carried (each
 // rank's step end computes the same ones). Entries a position held before
@@ -62,11 +62,8 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
   std::size_t at = kLockstepRecordHead;
   const std::uint32_t batch = command == LockstepCommand::kStep ? a.header->batch : 0;
   for (std::uint32_t p = 0; p < batch; ++p) {
-    const std::uint32_t have = pages.paged() ? HeldPages(pages, a.items[p], a.item_tokens[p]) : 0;
-    const std::uint32_t need =
-        pages.paged() ? HeldPages(pages, a.items[p], std::uint64_t{a.item_tokens[p]} + a.tokens[p])
-                      : 0;
-    const std::uint32_t n = need > have ? need - have : 0;
+    const StepPageSpan span = pages.paged() ? StepPages(pages, a, p) : StepPageSpan{};
+    const std::uint32_t n = span.end > span.first ? span.end - span.first : 0;
     if (capacity - at < kLockstepPositionWords + n) return 0;
     memcpy(words + at, &a.items[p], sizeof(WorkItem));
     at += sizeof(WorkItem) / 4;
@@ -77,7 +74,7 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
     words[at++] = a.token_offsets[p];
     words[at++] = n;
     const std::uint32_t* row = pages.page_table + std::size_t{a.slots[p]} * pages.pages_per_slot;
-    for (std::uint32_t j = 0; j < n; ++j) words[at++] = row[have + j];
+    for (std::uint32_t j = 0; j < n; ++j) words[at++] = row[span.first + j];
   }
   words[1] = static_cast<std::uint32_t>(at);
   return at;
