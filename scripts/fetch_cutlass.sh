@@ -10,7 +10,7 @@ set -euo pipefail
 dir=${1:?usage: fetch_cutlass.sh DIR}
 version=4.2.0.0
 out="$dir/nvidia-cutlass-$version"
-if [ ! -f "$out/cutlass_library/source/include/cutlass/cutlass.h" ]; then
+if [ ! -d "$out/cutlass_library/source" ]; then  # the wheel not yet unpacked
   mkdir -p "$out"
   python3 -m pip download --quiet --no-deps --dest "$out" "nvidia-cutlass==$version" >&2
   python3 -m zipfile -e "$out/nvidia_cutlass-$version-py3-none-any.whl" "$out" >&2
