@@ -22,6 +22,7 @@ enum class DeviceErrorSite : std::uint32_t {
   kKernelLaunch = 3,    // dynamic-parallelism kernel launch
   kQueueWait = 4,       // a bounded wait on a queue slot ran out
   kSchedulerState = 5,  // scheduler found its own state inconsistent
+  kLockstep = 6,        // tensor-parallel lockstep: code = the rank that faulted or lagged
 };
 
 // Packs (site, code) as site << 16 | code. 0 means "no error".

@@ -30,6 +30,7 @@
 #include "absl/types/span.h"
 #include "baton/completion.h"
 #include "baton/engine.h"
+#include "baton/lockstep_group.h"
 #include "baton/status.h"
 #include "baton/step_program.h"
 #include "baton/trace_event.h"
@@ -71,6 +72,13 @@ struct RuntimeOptions {
   // absl::InfiniteDuration() turns it off. The device pays nothing: Poll reads
   // the step counter through the copy engine.
   absl::Duration watchdog_timeout = absl::Seconds(2);
+  // Tensor parallelism: this runtime is rank `lockstep_rank` of the group
+  // (baton/lockstep_group.h), created with that rank's GPU current. Rank 0
+  // takes the work and decides every step; any other rank follows it
+  // (Submit refuses; Poll never resumes it; Stop waits for rank 0's end).
+  // Null: one GPU.
+  std::shared_ptr<const LockstepGroup> lockstep;
+  int lockstep_rank = 0;
 };
 
 struct RuntimeStats {

@@ -26,6 +26,7 @@ constexpr SiteRow kSites[] = {
     {DeviceErrorSite::kKernelLaunch, "device kernel launch (dynamic parallelism)", true},
     {DeviceErrorSite::kQueueWait, "bounded wait on a work-queue slot", false},
     {DeviceErrorSite::kSchedulerState, "scheduler state check", false},
+    {DeviceErrorSite::kLockstep, "tensor-parallel lockstep", false},
 };
 
 }  // namespace
@@ -40,6 +41,13 @@ absl::Status DeviceErrorStatus(std::uint32_t word, absl::string_view what) {
     return absl::Status(CudaErrorCode(error), absl::StrCat(what, ": ", site->name, " failed with ",
                                                            cudaGetErrorName(error), " (",
                                                            cudaGetErrorString(error), ")"));
+  }
+  if (site->value == DeviceErrorSite::kLockstep) {
+    // The channel names the rank that faulted, or that rank 0 waited for in vain.
+    return absl::AbortedError(absl::StrCat(
+        what, ": ", site->name, ": rank ", code,
+        " faulted or stopped following rank 0's steps; every rank's loop ended (check that rank's "
+        "runtime for its own error, and that every rank's runtime was started)"));
   }
   return absl::InternalError(absl::StrCat(what, ": ", site->name, " failed (code ", code, ")"));
 }

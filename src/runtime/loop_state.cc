@@ -3,6 +3,7 @@
 #include <cuda/atomic>
 
 #include "baton/status.h"
+#include "lockstep_group_impl.h"
 
 namespace baton::detail {
 
@@ -29,6 +30,12 @@ absl::Status LoopState::Init(const RuntimeOptions& options) {
   BATON_ASSIGN_OR_RETURN(status_, MappedHostBuffer<EngineStatus>::Create(1));
   BATON_ASSIGN_OR_RETURN(control_staging_, MappedHostBuffer<SchedulerControl>::Create(1));
   BATON_ASSIGN_OR_RETURN(trace_, DeviceTraceRing::Create(options.trace_capacity));
+  lockstep_ = options.lockstep;
+  lockstep_rank_ = options.lockstep_rank;
+  if (lockstep_ != nullptr && lockstep_rank_ > 0) {
+    BATON_ASSIGN_OR_RETURN(lockstep_copy_,
+                           DeviceBuffer<std::uint32_t>::Create(lockstep_->record_words()));
+  }
   *status_.host() = EngineStatus{};
   *control_staging_.host() = SchedulerControl{};
   const SchedulerCounters counters{};
@@ -87,6 +94,16 @@ SchedulerParams LoopState::scheduler_params() const {
   params.counters = counters_.data();
   params.status = status_.device();
   params.observers.trace = trace_.view();
+  if (lockstep_ != nullptr) {
+    const LockstepGroup::Impl& group = lockstep_->impl();
+    params.lockstep.channel = group.channel.data();
+    params.lockstep.halves = group.halves_view();
+    params.lockstep.copy = lockstep_copy_.data();
+    params.lockstep.rank = lockstep_rank_;
+    params.lockstep.ranks = lockstep_->ranks();
+    params.lockstep.patience_ns =
+        static_cast<unsigned long long>(absl::ToInt64Nanoseconds(group.options.patience));
+  }
   return params;
 }
 
@@ -113,6 +130,14 @@ absl::Status LoopState::ResetBatch() {
   const std::uint32_t zero = 0;
   BATON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(&counters_.data()->step_pending, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+absl::Status LoopState::ClearLockstepEnd() {
+  if (lockstep_ == nullptr) return absl::OkStatus();
+  const std::uint32_t zero = 0;
+  BATON_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(&counters_.data()->lockstep_ended, &zero, sizeof(zero), cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 

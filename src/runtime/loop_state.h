@@ -64,6 +64,8 @@ class LoopState {
   // Host -> device control through the copy engine, so it lands while the
   // loop runs without needing an SM or a bus read per step on the device.
   [[nodiscard]] absl::Status WriteControl(const SchedulerControl& control);
+  // Lockstep: a new engine run has not ended (SchedulerCounters::lockstep_ended).
+  [[nodiscard]] absl::Status ClearLockstepEnd();
   // Snapshots through the copy engine: no SM is needed, the loop keeps running.
   [[nodiscard]] absl::StatusOr<SchedulerCounters> ReadCounters() const;
   [[nodiscard]] absl::StatusOr<std::uint64_t> ReadSteps() const;
@@ -76,6 +78,12 @@ class LoopState {
  private:
   LoopState() = default;
   absl::Status Init(const RuntimeOptions& options);
+
+  // Tensor parallelism (RuntimeOptions::lockstep): the group, this rank, and
+  // a follower's copy of one record.
+  std::shared_ptr<const LockstepGroup> lockstep_;
+  int lockstep_rank_ = 0;
+  DeviceBuffer<std::uint32_t> lockstep_copy_;
 
   std::uint32_t max_batch_ = 0;
   TokenPolicy policy_;

@@ -19,6 +19,7 @@
 #include "foundation/nvtx.h"
 #include "loop_monitor.h"
 #include "loop_state.h"
+#include "scheduler/lockstep_record.h"
 
 namespace baton {
 
@@ -29,6 +30,17 @@ class Runtime::Impl {
   absl::Status Init(const RuntimeOptions& options) {
     options_ = options;
     BATON_RETURN_IF_ERROR(RequireDeviceLaunch());
+    if (options.lockstep != nullptr) {
+      int device = -1;
+      BATON_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+      const int want = options.lockstep->device(options.lockstep_rank);
+      if (device != want) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Runtime::Create: lockstep rank ", options.lockstep_rank, " runs on GPU ", want,
+            " (LockstepGroupOptions.devices) but GPU ", device, " is current: call cudaSetDevice(",
+            want, ") before creating its runtime"));
+      }
+    }
     BATON_ASSIGN_OR_RETURN(loop_, detail::LoopState::Create(options));
     monitor_ = std::make_unique<detail::LoopMonitor>(loop_.get(), options.watchdog_timeout);
     return absl::OkStatus();
@@ -41,6 +53,20 @@ class Runtime::Impl {
     }
     BATON_RETURN_IF_ERROR(ValidateStepProgram(program, options_));
     BATON_ASSIGN_OR_RETURN(const std::uint32_t max_batch, EffectiveMaxBatch(program, options_));
+    if (options_.lockstep != nullptr) {
+      const std::size_t words = detail::lockstep_record_words(
+          max_batch, StepRowsLimit(program.tokens, max_batch), program.pages);
+      if (words > options_.lockstep->record_words()) {
+        const LockstepGroupOptions& g = options_.lockstep->options();
+        return absl::InvalidArgumentError(absl::StrCat(
+            "step program '", program.name, "': a step of ", max_batch, " items and up to ",
+            StepRowsLimit(program.tokens, max_batch), " rows (pages of ", program.pages.page_tokens,
+            " tokens) needs lockstep records larger than the group's (LockstepGroupOptions "
+            "max_batch ",
+            g.max_batch, ", max_tokens ", g.max_tokens, ", min_page_tokens ", g.min_page_tokens,
+            "): create the group with this program's sizes"));
+      }
+    }
     BATON_RETURN_IF_ERROR(loop_->AttachBatch(max_batch, program.tokens, program.pages));
     program_ = std::move(program);
     state_ = State::kReady;
@@ -55,6 +81,11 @@ class Runtime::Impl {
   absl::Status Submit(absl::Span<const WorkItem> items) {
     const NvtxRange range("Submit");
     if (state_ == State::kFailed) return FailedEarlier("Submit");
+    if (follower()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Submit: this runtime is lockstep rank ", options_.lockstep_rank,
+                       ", which runs rank 0's steps: submit work to rank 0's runtime"));
+    }
     if (state_ == State::kStopped) {
       return absl::FailedPreconditionError(
           "Submit after Stop/Abort: the runtime is stopped; Start it again first (items still "
@@ -126,6 +157,13 @@ class Runtime::Impl {
   void Shutdown() {
     if (loop_ == nullptr) return;
     if (state_ == State::kRunning) (void)End(/*abort=*/true);
+    // A follower still waiting for rank 0 (whose loop failed or never ended)
+    // leaves on its own abort, so nothing below waits for it forever.
+    if (follower()) {
+      detail::SchedulerControl leave;
+      leave.abort = 1;
+      (void)loop_->WriteControl(leave);
+    }
     (void)cudaStreamSynchronize(loop_->launch_stream());
     (void)cudaStreamSynchronize(loop_->control_stream());
   }
@@ -168,6 +206,7 @@ class Runtime::Impl {
   detail::EngineDriver& driver() { return *drivers_[static_cast<int>(engine_)]; }
 
   absl::Status LaunchEngine() {
+    BATON_RETURN_IF_ERROR(loop_->ClearLockstepEnd());  // (the engine has ended: nothing races)
     BATON_RETURN_IF_ERROR(driver().Launch(loop_->launch_stream()));
     ++engine_launches_;
     engine_active_ = true;
@@ -223,8 +262,15 @@ class Runtime::Impl {
     return report;
   }
 
-  // The monitor's checks while an engine runs (loop_monitor.h).
+  // A tensor-parallel rank other than 0, or rank 0 (RuntimeOptions::lockstep).
+  bool follower() const { return options_.lockstep != nullptr && options_.lockstep_rank > 0; }
+  bool leader() const { return options_.lockstep != nullptr && options_.lockstep_rank == 0; }
+
+  // The monitor's checks while an engine runs (loop_monitor.h). A follower
+  // waits for rank 0's steps as long as rank 0 idles: rank 0's watchdog
+  // watches the group's steps.
   absl::Status Watch(absl::string_view op, bool check_stall) {
+    if (follower()) check_stall = false;
     if (state_ != State::kRunning || !engine_active_) return absl::OkStatus();
     absl::Status status = monitor_->Watch(op, engine_, check_stall);
     if (monitor_->context_lost()) return Fail(std::move(status));
@@ -239,7 +285,8 @@ class Runtime::Impl {
   // Relaunches an engine that ended idle or parked while work is pending.
   absl::Status Resume() {
     BATON_RETURN_IF_ERROR(Observe());
-    if (engine_active_ || state_ != State::kRunning) return absl::OkStatus();
+    // A follower's loop ends only when rank 0's does: nothing to resume.
+    if (engine_active_ || state_ != State::kRunning || follower()) return absl::OkStatus();
     if (last_exit_ == EngineExit::kMailboxFull || PendingAtLastExit() > 0) return LaunchEngine();
     return absl::OkStatus();
   }
@@ -272,8 +319,16 @@ class Runtime::Impl {
       completed_ += n;
       report.completions.insert(report.completions.end(), chunk.begin(), chunk.begin() + n);
       if (!engine_active_) {
-        const bool finished = abort || last_exit_ == EngineExit::kDrained ||
-                              (last_exit_ == EngineExit::kIdle && loop_->status().batch == 0);
+        // A follower ends when rank 0 ends it, whatever the exit. Rank 0 of
+        // a lockstep group ends only by deciding it (drained or aborted),
+        // which publishes the end to its followers: after an idle exit it
+        // runs once more, with stop or abort set.
+        const bool ended = last_exit_ == EngineExit::kDrained || last_exit_ == EngineExit::kAborted;
+        const bool finished =
+            follower() ||
+            (leader() ? ended
+                      : abort || ended ||
+                            (last_exit_ == EngineExit::kIdle && loop_->status().batch == 0));
         if (finished) break;
         // Parked on a full mailbox or ended idle with active work: run again
         // (with stop set it admits nothing new) until drained.

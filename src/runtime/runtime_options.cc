@@ -52,6 +52,17 @@ absl::StatusOr<std::uint32_t> EffectiveMaxBatch(const StepProgram& program,
 }
 
 absl::Status ValidateRuntimeOptions(const RuntimeOptions& options) {
+  if (options.lockstep == nullptr && options.lockstep_rank != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RuntimeOptions.lockstep_rank is ", options.lockstep_rank,
+                     " without a group: set RuntimeOptions.lockstep or leave the rank 0"));
+  }
+  if (options.lockstep != nullptr &&
+      (options.lockstep_rank < 0 || options.lockstep_rank >= options.lockstep->ranks())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions.lockstep_rank is ", options.lockstep_rank, "; the group has ",
+        options.lockstep->ranks(), " ranks: use one in [0, ", options.lockstep->ranks(), ")"));
+  }
   if (options.queue_capacity < 32) {
     return absl::InvalidArgumentError(
         absl::StrCat("RuntimeOptions.queue_capacity ", options.queue_capacity,

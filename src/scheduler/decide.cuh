@@ -12,6 +12,7 @@
 #include "baton/work_queue.cuh"
 #include "completion/completion_mailbox.cuh"
 #include "scheduler/batch_ops.cuh"
+#include "scheduler/lockstep_step.cuh"
 #include "scheduler/page_ops.cuh"
 #include "scheduler/scheduler_params.h"
 #include "trace/trace_writer.cuh"
@@ -24,12 +25,13 @@ struct Decision {
   cudaGraphExec_t exec = nullptr;  // that bucket's graph (tail-launch engine)
 };
 
+// This GPU's own decision (decide() below adds tensor parallelism's lockstep).
 // Called by all 32 lanes of the scheduler's warp; every lane gets the same
 // decision. Between two steps this is the whole device-side cost of the loop,
 // so the independent loads are issued together up front and overlap, and the
 // common cases (nothing finished, a small bucket table) avoid dependent
 // round trips to L2.
-[[nodiscard]] __device__ inline Decision decide(const SchedulerParams& p) {
+[[nodiscard]] __device__ inline Decision decide_here(const SchedulerParams& p) {
   SchedulerCounters& counters = *p.counters;
   const unsigned lane = lane_id();
   const bool leader = lane == 0;
@@ -193,6 +195,28 @@ struct Decision {
   }
   __syncwarp();
   return decided(Decision{static_cast<std::uint32_t>(bucket), EngineExit::kRunning, exec});
+}
+
+// The scheduler's decision on every engine. With tensor-parallel ranks in
+// lockstep (SchedulerLockstep), rank 0 decides here and publishes the
+// decision, and every other rank takes rank 0's next one
+// (scheduler/lockstep_step.cuh).
+[[nodiscard]] __device__ inline Decision decide(const SchedulerParams& p) {
+  if (!p.lockstep.on()) return decide_here(p);
+  if (p.lockstep.rank == 0) {
+    Decision decision = decide_here(p);
+    decision.exit = lead_step(p, decision.exit);
+    if (decision.exit != EngineExit::kRunning) decision.bucket = kNoBucket;
+    return decision;
+  }
+  Decision decision;
+  decision.exit = follow_step(p, &decision.bucket);
+  if (decision.exit == EngineExit::kRunning) {
+    decision.exec = p.buckets.entries[decision.bucket].exec;
+  } else {
+    decision.bucket = kNoBucket;
+  }
+  return decision;
 }
 
 // Publishes why the loop ended. Leader lane only. The status block is mapped

@@ -93,7 +93,7 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
   used = words[1];
   const std::uint32_t command = words[0];
   StepHeader header;
-  memcpy(&header, words + 2, sizeof(StepHeader));
+  memcpy(static_cast<void*>(&header), words + 2, sizeof(StepHeader));
   const std::uint32_t batch =
       command == static_cast<std::uint32_t>(LockstepCommand::kStep) ? header.batch : 0;
   if (batch > a.max_batch) return 0;
@@ -101,7 +101,7 @@ static_assert(sizeof(StepHeader) % 4 == 0 && sizeof(WorkItem) % 4 == 0, "records
   for (std::uint32_t p = 0; p < batch; ++p) {
     if (used - at < kLockstepPositionWords) return 0;
     WorkItem item;
-    memcpy(&item, words + at, sizeof(WorkItem));
+    memcpy(static_cast<void*>(&item), words + at, sizeof(WorkItem));
     at += sizeof(WorkItem) / 4;
     const std::uint32_t slot = words[at], item_tokens = words[at + 2], n = words[at + 5];
     const std::uint32_t have = pages.paged() ? HeldPages(pages, item, item_tokens) : 0;

@@ -16,6 +16,7 @@
 #include "baton/step_args.h"
 #include "baton/work_item.h"
 #include "scheduler/batch_book.h"
+#include "scheduler/lockstep_channel.h"
 #include "trace/trace_ring_view.h"
 
 namespace baton::detail {
@@ -37,6 +38,14 @@ struct SchedulerCounters {
   unsigned long long exits = 0;            // times the loop ended
   std::uint32_t step_pending = 0;          // a step was launched and not yet retired
   std::uint32_t error_word = 0;            // first device error (device_error_word.h)
+  unsigned long long records = 0;          // lockstep records published (rank 0) or followed
+  // Lockstep: 1 + the exit this engine run's end record carried (rank 0:
+  // published; a follower: received), 0 before. A multi-step graph decides
+  // again after an exit, at each of its remaining nodes: those decisions
+  // repeat the end instead of publishing or waiting for another record. The
+  // host clears it before each launch.
+  std::uint32_t lockstep_ended = 0;
+  std::uint32_t pad = 0;
 };
 
 // Device -> host, in MAPPED host memory: written once per exit (plain posted
@@ -63,6 +72,22 @@ struct SchedulerObservers {
   TraceRing trace;
 };
 
+// Tensor parallelism's schedulers in lockstep (scheduler/lockstep_step.cuh,
+// over scheduler/lockstep_channel.h): rank 0 decides every step and
+// publishes it; every other rank's scheduler follows. ranks <= 1: off.
+struct SchedulerLockstep {
+  LockstepChannel* channel = nullptr;  // rank 0's device memory
+  LockstepHalves halves;               // rank 0's device memory
+  std::uint32_t* copy = nullptr;       // a follower's copy of one record (its own memory)
+  int rank = 0;
+  int ranks = 1;
+  // How long rank 0 waits for a follower to copy a record before it faults
+  // naming that follower. Followers wait for rank 0 without a deadline (it
+  // may sit idle with no work), until a fault or their own abort.
+  unsigned long long patience_ns = 0;
+  [[nodiscard]] BATON_HOST_DEVICE bool on() const { return ranks > 1; }
+};
+
 struct SchedulerParams {
   WorkQueueView queue;
   MailboxView mailbox;
@@ -75,6 +100,7 @@ struct SchedulerParams {
   SchedulerCounters* counters = nullptr;  // device memory
   EngineStatus* status = nullptr;         // mapped host memory (device pointer)
   SchedulerObservers observers;
+  SchedulerLockstep lockstep;
 };
 
 }  // namespace baton::detail

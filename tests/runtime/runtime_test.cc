@@ -69,6 +69,16 @@ TEST(RuntimeOptions, OutOfRangeValuesNameTheOptionAndTheFix) {
   options = {};
   options.stop_timeout = absl::ZeroDuration();
   EXPECT_TRUE(Contains(ValidateRuntimeOptions(options).message(), "stop_timeout"));
+
+  // A lockstep rank needs its group (baton/lockstep_group.h).
+  options = {};
+  options.lockstep_rank = 1;
+  status = ValidateRuntimeOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status.message(),
+                       "RuntimeOptions.lockstep_rank is 1 without a group: set "
+                       "RuntimeOptions.lockstep or leave the rank 0"))
+      << status;
 }
 
 TEST(StepProgram, RefusesMissingEnqueueBadBucketsAndBucketsSmallerThanMaxBatch) {

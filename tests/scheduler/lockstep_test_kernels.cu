@@ -9,6 +9,7 @@
 #include <cuda/ptx>
 
 #include "scheduler/lockstep_record.h"
+#include "scheduler/lockstep_step.cuh"
 #include "scheduler/lockstep_test_kernels.h"
 
 namespace baton::test {
@@ -21,16 +22,9 @@ using detail::LockstepWait;
 constexpr unsigned kFullWarp = 0xFFFFFFFFu;
 constexpr std::uint32_t kPoison = 0xDEADBEEFu;
 
-// A wait's patience: pauses between polls, gives up at the deadline.
-struct Patience {
-  unsigned long long end;
-  __device__ explicit Patience(unsigned long long ns)
-      : end(cuda::ptx::get_sreg_globaltimer() + ns) {}
-  __device__ bool operator()() const {
-    __nanosleep(256);
-    return cuda::ptx::get_sreg_globaltimer() < end;
-  }
-};
+// A wait's patience: the scheduler's own (pauses between polls, gives up at
+// the deadline).
+using Patience = detail::LeaderPatience;
 
 __device__ std::uint32_t mix(std::uint64_t s, int rank) {
   std::uint64_t h =
