@@ -14,7 +14,9 @@
 //   group_options.devices = {0, 1};
 //   auto group = LockstepGroup::Create(group_options);
 //   // on GPU r: RuntimeOptions o; o.lockstep = *group; o.lockstep_rank = r;
-//   // register the rank's program on every runtime, Start every follower,
+//   // register the rank's program on every runtime (the same buckets, batch
+//   // and token policy on every rank: a record names a bucket by its index),
+//   // Start every follower,
 //   // then rank 0; Submit and Poll rank 0; Stop rank 0, then the followers.
 //
 // Faults: rank 0 waits up to `patience` for a follower to copy a step (two
