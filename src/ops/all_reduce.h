@@ -106,6 +106,11 @@ struct AllReduce : KernelOp {
     using T = typename V::Type;
     using detail::decode::kVector;
     const std::uint32_t rows = detail::decode::enter_step_node_active(a.batch);
+    // A step of no rows exchanges nothing and leaves the barrier's counters
+    // alone: only an engine's emptied steps have none (a multi-step graph's
+    // steps after its decision), and ranks in lockstep run the same real
+    // steps but not always the same emptied ones (docs/DESIGN.md).
+    if (rows == 0) return;
     const std::size_t vectors = std::size_t{rows} * a.width / kVector;
     const auto* in = static_cast<const uint4*>(a.in);
     auto& exchange = shared_as<detail::PeerExchangeShared>(shared);
@@ -115,17 +120,16 @@ struct AllReduce : KernelOp {
         detail::all_reduce_body<T>(v, in, static_cast<uint4*>(a.out), vectors, tile.x, exchange);
         break;
       case Mode::kAddToResidual:
-        detail::peer_exchange(
-            v, in, vectors, tile.x, exchange,
-            [&](std::size_t i, const uint4(&x)[kMaxPeerRanks]) {
-              float acc[kVector];
-              detail::sum_in_rank_order<T>(v, x, acc);
-              float* r = a.residual + i * kVector;
-              detail::decode::Floats8 h = detail::decode::load_floats8(r);
+        detail::peer_exchange(v, in, vectors, tile.x, exchange,
+                              [&](std::size_t i, const uint4(&x)[kMaxPeerRanks]) {
+                                float acc[kVector];
+                                detail::sum_in_rank_order<T>(v, x, acc);
+                                float* r = a.residual + i * kVector;
+                                detail::decode::Floats8 h = detail::decode::load_floats8(r);
 #pragma unroll
-              for (int e = 0; e < kVector; ++e) h.v[e] += acc[e];
-              detail::decode::store_floats8(r, h);
-            });
+                                for (int e = 0; e < kVector; ++e) h.v[e] += acc[e];
+                                detail::decode::store_floats8(r, h);
+                              });
         break;
       case Mode::kGather: {
         const std::size_t row_vectors = a.width / kVector;

@@ -14,6 +14,9 @@
 //  - a rank whose peers never arrive gives up within the group's
 //    wait_timeout and is named by CheckFaults (no GPU hang);
 //  - refusals name the option and the fix.
+//  - the device schedulers in lockstep (baton/lockstep_group.h) choose the
+//    host loop's tokens on every rank, on the tail-launch and conditional
+//    engines;
 // Skips that start with "multi-GPU:" are counted apart by the suite.
 #include <gtest/gtest.h>
 
@@ -28,12 +31,15 @@
 
 #include "absl/strings/match.h"
 #include "baton/decoder_model.h"
+#include "baton/lockstep_group.h"
 #include "baton/peer_group.h"
+#include "baton/runtime.h"
 #include "kernels/decoder_weights.h"
 #include "support/decoder_runs.h"
 #include "support/gpu_test.h"
 #include "support/host_decode_loop.h"
 #include "support/model_reference.h"
+#include "support/poll.h"
 
 namespace baton::testing {
 namespace {
@@ -65,7 +71,9 @@ class DecoderTensorParallelTest : public GpuTest {
     (void)cudaSetDevice(0);
     GpuTest::TearDown();
   }
-  std::vector<int> Sizes() const { return gpus_ >= 4 ? std::vector<int>{2, 4} : std::vector<int>{2}; }
+  std::vector<int> Sizes() const {
+    return gpus_ >= 4 ? std::vector<int>{2, 4} : std::vector<int>{2};
+  }
 
   static std::shared_ptr<const PeerGroup> Group(int size, absl::Duration timeout) {
     PeerGroupOptions options;
@@ -75,6 +83,21 @@ class DecoderTensorParallelTest : public GpuTest {
     auto group = PeerGroup::Create(options);
     EXPECT_TRUE(group.ok()) << group.status();
     return group.ok() ? std::shared_ptr<const PeerGroup>(std::move(*group)) : nullptr;
+  }
+
+  // The split model's options: `max_batch` rows a step at most `tokens` rows
+  // (chunks), `without_decodes` rows when no request decodes, `requests`
+  // entries, fresh weights.
+  static DecoderModelOptions SplitOptions(std::uint32_t max_batch, std::uint32_t tokens,
+                                          std::uint32_t without_decodes, std::uint32_t requests) {
+    DecoderModelOptions options;
+    options.config = SplitConfig();
+    options.weight_seed = Rng()();
+    options.max_batch = max_batch;
+    options.max_tokens_per_step = tokens;
+    options.max_tokens_without_decodes = without_decodes;
+    options.max_requests = requests;
+    return options;
   }
 
   // One model per rank of `group`.
@@ -134,7 +157,8 @@ TEST_F(DecoderTensorParallelTest, EveryRankChoosesTheWholeModelsTokens) {
         }
         BATON_ASSERT_OK_AND_ASSIGN(auto loop, HostDecodeLoop::CreateRanks(programs, devices));
         std::vector<WorkItem> items;
-        for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(ranks[0]->WorkItemFor(i));
+        for (std::uint32_t i = 0; i < requests.size(); ++i)
+          items.push_back(ranks[0]->WorkItemFor(i));
         const auto started = std::chrono::steady_clock::now();
         BATON_ASSERT_OK_AND_ASSIGN(std::vector<Completion> completions, loop->Run(items));
         const double seconds =
@@ -185,14 +209,121 @@ TEST_F(DecoderTensorParallelTest, EveryRankChoosesTheWholeModelsTokens) {
   }
 }
 
+// The device schedulers in lockstep (baton/lockstep_group.h): each rank a
+// Runtime on its GPU, rank 0 deciding every step on the device and the others
+// following it, on the tail-launch and conditional engines. Every request
+// submitted before the start, so the schedule is the one a host loop deciding
+// for every rank replays: the same steps, buckets and bits, so exactly the
+// host loop's tokens (whose tokens the test above checks against the CPU
+// reference), on every rank.
+TEST_F(DecoderTensorParallelTest, DeviceSchedulersInLockstepChooseTheHostLoopsTokens) {
+  const std::vector<std::uint32_t> buckets = {1, 2, 4, 8, 16};
+  for (int size : Sizes()) {
+    for (Engine engine : {Engine::kTailLaunch, Engine::kConditional}) {
+      const std::string label = "TP" + std::to_string(size) + ", " + EngineName(engine);
+      SCOPED_TRACE(label);
+      DecoderModelOptions options = SplitOptions(16, 48, 64, 64);
+      options.sampling = SamplingParams{1.0f, Rng()()};
+      std::vector<DecodeRequest> requests = RandomRequests(options.config, 40);
+      for (DecodeRequest& r : requests) {
+        const std::vector<std::int32_t> more = RandomPrompt(options.config, Uniform(0, 40));
+        r.prompt.insert(r.prompt.end(), more.begin(), more.end());
+      }
+      std::vector<WorkItem> items;
+      // Each run gets fresh ranks (the same weights), each rank every request.
+      const auto make_ranks = [&](std::shared_ptr<const PeerGroup> group) {
+        auto ranks = Ranks(options, group);
+        for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+          EXPECT_EQ(cudaSetDevice(ranks[r]->device()), cudaSuccess);
+          EXPECT_TRUE(ranks[r]->WriteRequests(0, requests).ok());
+        }
+        items.clear();
+        for (std::uint32_t i = 0; i < requests.size(); ++i) {
+          items.push_back(ranks.empty() ? WorkItem{} : ranks[0]->WorkItemFor(i));
+        }
+        return ranks;
+      };
+      // The host loop's tokens.
+      auto host_group = Group(size, absl::Seconds(10));
+      ASSERT_NE(host_group, nullptr);
+      auto host_ranks = make_ranks(host_group);
+      ASSERT_EQ(static_cast<int>(host_ranks.size()), size);
+      std::vector<StepProgram> programs;
+      std::vector<int> devices;
+      for (auto& rank : host_ranks) {
+        programs.push_back(rank->MakeStepProgram(buckets));
+        devices.push_back(rank->device());
+      }
+      BATON_ASSERT_OK_AND_ASSIGN(auto loop, HostDecodeLoop::CreateRanks(programs, devices));
+      BATON_ASSERT_OK_AND_ASSIGN(std::vector<Completion> host_done, loop->Run(items));
+      std::map<std::uint32_t, Outcome> host;
+      for (const Completion& c : host_done) Account(c, requests.size(), host);
+      ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
+      ReadTokens(*host_ranks[0], requests, host);
+
+      // The device schedulers in lockstep.
+      auto group = Group(size, absl::Seconds(10));
+      ASSERT_NE(group, nullptr);
+      auto ranks = make_ranks(group);
+      ASSERT_EQ(static_cast<int>(ranks.size()), size);
+      LockstepGroupOptions lockstep;
+      lockstep.devices = devices;
+      lockstep.max_batch = options.max_batch;
+      lockstep.max_tokens = options.max_tokens_per_step;
+      lockstep.patience = absl::Seconds(5);
+      BATON_ASSERT_OK_AND_ASSIGN(auto steps, LockstepGroup::Create(lockstep));
+      std::vector<std::unique_ptr<Runtime>> runtimes(size);
+      for (int r = 0; r < size; ++r) {
+        ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
+        RuntimeOptions o;
+        o.lockstep = steps;
+        o.lockstep_rank = r;
+        o.mailbox_capacity = 256;
+        BATON_ASSERT_OK_AND_ASSIGN(runtimes[r], Runtime::Create(o));
+        BATON_ASSERT_OK(runtimes[r]->RegisterStepProgram(ranks[r]->MakeStepProgram(buckets)));
+      }
+      for (int r = 1; r < size; ++r) {
+        ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
+        BATON_ASSERT_OK(runtimes[r]->Start(engine));
+      }
+      ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
+      BATON_ASSERT_OK(runtimes[0]->Submit(items));
+      BATON_ASSERT_OK(runtimes[0]->Start(engine));
+      std::map<std::uint32_t, Outcome> device;
+      const Polled polled =
+          PollCompletions(*runtimes[0], requests.size(), {std::chrono::seconds(60), 64},
+                          [&](const Completion& c) { Account(c, requests.size(), device); });
+      BATON_ASSERT_OK(polled.failure);
+      ASSERT_EQ(polled.completions, requests.size());
+      BATON_ASSERT_OK(runtimes[0]->Stop().status());
+      for (int r = 1; r < size; ++r) {
+        ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
+        BATON_ASSERT_OK(runtimes[r]->Stop().status());
+      }
+      ASSERT_TRUE(group->CheckFaults().ok()) << group->CheckFaults();
+      for (int r = 0; r < size; ++r) {
+        ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
+        std::map<std::uint32_t, Outcome> theirs = device;
+        ReadTokens(*ranks[r], requests, theirs);
+        for (const auto& [entry, o] : host) {
+          ASSERT_EQ(theirs[entry].tokens, o.tokens) << "rank " << r << ", entry " << entry;
+        }
+      }
+      ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
+      std::printf("  %s: %zu requests, the host loop's tokens on every rank (%llu steps)\n",
+                  label.c_str(), requests.size(),
+                  static_cast<unsigned long long>(runtimes[0]->stats().steps));
+      for (int r = size - 1; r >= 0; --r) {  // followers last out: each on its own GPU
+        ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
+        runtimes[r].reset();
+      }
+      ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
+    }
+  }
+}
+
 TEST_F(DecoderTensorParallelTest, ARankWhosePeersNeverComeFaultsInsteadOfHanging) {
-  DecoderModelOptions options;
-  options.config = SplitConfig();
-  options.weight_seed = Rng()();
-  options.max_batch = 4;
-  options.max_tokens_per_step = 16;
-  options.max_tokens_without_decodes = 0;
-  options.max_requests = 8;
+  DecoderModelOptions options = SplitOptions(4, 16, 0, 8);
   options.gemm = DecoderGemm::kBatonGemv;
   auto group = Group(2, absl::Milliseconds(200));
   ASSERT_NE(group, nullptr);
@@ -234,7 +365,8 @@ TEST_F(DecoderTensorParallelTest, RefusalsNameTheOptionAndTheFix) {
   options.tensor_parallel = {group, 2};
   auto rank = DecoderModel::Create(options);
   EXPECT_EQ(rank.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(rank.status().message(), "tensor_parallel.rank is 2")) << rank.status();
+  EXPECT_TRUE(absl::StrContains(rank.status().message(), "tensor_parallel.rank is 2"))
+      << rank.status();
 
   DecoderModelOptions mqa = options;  // one key/value head does not split
   mqa.config.kv_heads = 1;
