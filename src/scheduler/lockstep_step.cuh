@@ -135,8 +135,11 @@ __device__ inline EngineExit follow_step(const SchedulerParams& p, std::uint32_t
       if (wait == LockstepWait::kFaulted) {
         result = static_cast<std::uint32_t>(lockstep_failed(p, lockstep_faulted_rank(c)));
       } else if (wait == LockstepWait::kTimedOut) {
+        // This rank's own abort: the others stop on the fault; this run's
+        // later decisions repeat the abort.
         lockstep_raise_fault(c, l.rank);
         result = static_cast<std::uint32_t>(EngineExit::kAborted);
+        p.counters->lockstep_ended = result + 1;
       } else {
         length = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(l.halves.of(s)[1])
                      .load(cuda::std::memory_order_relaxed);
@@ -164,6 +167,8 @@ __device__ inline EngineExit follow_step(const SchedulerParams& p, std::uint32_t
     const std::uint32_t word = length >= 1 ? l.copy[0] : 0;
     if ((word & 0xFFFFu) == static_cast<std::uint32_t>(LockstepCommand::kStop)) {
       result = word >> 16;
+      // Rank 0's device error: this rank's loop reports it, naming rank 0.
+      if (result == static_cast<std::uint32_t>(EngineExit::kError)) lockstep_failed(p, 0);
       p.counters->lockstep_ended = result + 1;
       p.book.counts->batch = 0;         // rank 0 ended; nothing of this rank's is pending
     } else if (StepArgs args = p.args;  // (a copy of the pointers: unpack writes through them)
