@@ -30,15 +30,6 @@ absl::Status Validate(const LockstepGroupOptions& o) {
         absl::StrCat("LockstepGroupOptions.devices names ", ranks, " ranks: a group has 2 to ",
                      1 + detail::kLockstepMaxFollowers, " (one GPU needs no group)"));
   }
-  int gpus = 0;
-  BATON_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&gpus));
-  for (int r = 0; r < ranks; ++r) {
-    if (o.devices[r] < 0 || o.devices[r] >= gpus) {
-      return absl::InvalidArgumentError(absl::StrCat("LockstepGroupOptions.devices[", r,
-                                                     "] is GPU ", o.devices[r], "; ", gpus,
-                                                     " are visible: name one in [0, ", gpus, ")"));
-    }
-  }
   if (o.max_batch == 0 || o.max_tokens < o.max_batch || o.min_page_tokens == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("LockstepGroupOptions: max_batch ", o.max_batch, ", max_tokens ", o.max_tokens,
@@ -47,6 +38,16 @@ absl::Status Validate(const LockstepGroupOptions& o) {
   }
   if (o.patience <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("LockstepGroupOptions.patience must be positive");
+  }
+  // Last, the GPUs themselves (the checks above need none).
+  int gpus = 0;
+  BATON_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&gpus));
+  for (int r = 0; r < ranks; ++r) {
+    if (o.devices[r] < 0 || o.devices[r] >= gpus) {
+      return absl::InvalidArgumentError(absl::StrCat("LockstepGroupOptions.devices[", r,
+                                                     "] is GPU ", o.devices[r], "; ", gpus,
+                                                     " are visible: name one in [0, ", gpus, ")"));
+    }
   }
   return absl::OkStatus();
 }

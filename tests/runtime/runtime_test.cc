@@ -4,7 +4,9 @@
 #include "absl/strings/str_cat.h"
 
 #include <string>
+#include <vector>
 
+#include "baton/lockstep_group.h"
 #include "baton/runtime.h"
 #include "engines/engine_driver.h"
 
@@ -78,6 +80,37 @@ TEST(RuntimeOptions, OutOfRangeValuesNameTheOptionAndTheFix) {
   EXPECT_TRUE(Contains(status.message(),
                        "RuntimeOptions.lockstep_rank is 1 without a group: set "
                        "RuntimeOptions.lockstep or leave the rank 0"))
+      << status;
+}
+
+// LockstepGroup's option checks that need no GPU (they come before the
+// device checks): the ranks, the record bounds, the patience.
+TEST(LockstepGroupOptions, OutOfRangeValuesNameTheOptionAndTheFix) {
+  LockstepGroupOptions options;
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>(9, 0)}) {
+    options.devices = devices;
+    const absl::Status status = LockstepGroup::Create(options).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(
+        Contains(status.message(), absl::StrCat("LockstepGroupOptions.devices names ",
+                                                devices.size(), " ranks: a group has 2 to 8")))
+        << status;
+  }
+  options.devices = {0, 1};
+  options.max_batch = 64;
+  options.max_tokens = 32;
+  absl::Status status = LockstepGroup::Create(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status.message(), "max_tokens 32")) << status;
+  EXPECT_TRUE(Contains(status.message(), "max_tokens >= max_batch")) << status;
+  options.max_tokens = 2048;
+  options.min_page_tokens = 0;
+  EXPECT_TRUE(Contains(LockstepGroup::Create(options).status().message(), "min_page_tokens 0"));
+  options.min_page_tokens = 16;
+  options.patience = absl::ZeroDuration();
+  status = LockstepGroup::Create(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(status.message(), "LockstepGroupOptions.patience must be positive"))
       << status;
 }
 
