@@ -277,8 +277,9 @@ class LLM:
         load_progress: draw a progress bar on stderr while the weights load (None: when stderr is a terminal).
         tensor_parallel_size: GPUs the model is split across (vLLM's argument); only 1 for now. The C++
             library splits a model across the GPUs of a host (DecoderModelOptions::tensor_parallel), driven by
-            a host loop that decides each step for every rank (samples/tensor_parallel); the LLM's
-            device-decided loop takes it once every GPU's scheduler runs in lockstep.
+            a host loop that decides each step for every rank (samples/tensor_parallel); its device
+            schedulers in lockstep (baton::LockstepGroup) run step programs but do not yet drive the model's
+            ranks, and the LLM takes sizes above 1 once they do.
 
     Raises:
         InvalidArgumentError: an option out of range or a checkpoint Baton cannot serve (the message names
@@ -301,8 +302,8 @@ class LLM:
         if tensor_parallel_size != 1:
             raise errors.InvalidArgumentError(
                 f"LLM option tensor_parallel_size is {tensor_parallel_size}, but the LLM serves a model on one "
-                "GPU for now: its device-decided loop does not yet run the GPUs' schedulers in lockstep (the C++ "
-                "library's tensor-parallel model runs from a host loop: samples/tensor_parallel); pass "
+                "GPU for now: its device-decided loop does not yet drive a split model's ranks in lockstep (the "
+                "C++ library's tensor-parallel model runs from a host loop: samples/tensor_parallel); pass "
                 "tensor_parallel_size=1 and a model that fits one GPU")
         native = _native()
         self.model_dir = pathlib.Path(model)
