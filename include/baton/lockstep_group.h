@@ -52,8 +52,8 @@ struct LockstepGroupOptions {
 
 class LockstepGroup {
  public:
-  // InvalidArgument for options out of range; the CUDA error where a GPU
-  // cannot reach the first one's memory.
+  // InvalidArgument for options out of range; FailedPrecondition where a
+  // GPU cannot reach the first one's memory.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<const LockstepGroup>> Create(
       const LockstepGroupOptions& options);
   ~LockstepGroup();

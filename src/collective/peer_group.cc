@@ -15,28 +15,11 @@
 #include "baton/status.h"
 #include "collective/all_reduce_view.h"
 #include "collective/all_reduce_launch.h"
+#include "foundation/device_scope.h"
 
 namespace baton {
-namespace {
 
-// Makes `device` current for its scope and restores the caller's device.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    status_ = cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-  [[nodiscard]] cudaError_t status() const { return status_; }
-
- private:
-  int previous_ = -1;
-  cudaError_t status_ = cudaSuccess;
-};
-
-}  // namespace
+using detail::DeviceScope;
 
 struct PeerGroup::Impl {
   struct Rank {
@@ -97,22 +80,8 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> PeerGroup::Create(const PeerGroupOpti
   for (int a : options.devices) {
     for (int b : options.devices) {
       if (a == b) continue;
-      int can = 0;
-      BATON_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can, a, b));
-      if (can == 0) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "device %d cannot access device %d's memory (no peer access between them): a group "
-            "needs every pair connected (NVLink or a PCIe switch)",
-            a, b));
-      }
-      DeviceScope scope(a);
-      BATON_CUDA_RETURN_IF_ERROR(scope.status());
-      const cudaError_t enabled = cudaDeviceEnablePeerAccess(b, 0);
-      if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();  // enabled by an earlier group: fine
-      } else {
-        BATON_CUDA_RETURN_IF_ERROR(enabled);
-      }
+      BATON_RETURN_IF_ERROR(detail::EnablePeerAccess(
+          a, b, "a group needs every pair connected (NVLink or a PCIe switch)"));
     }
   }
   auto impl = std::make_unique<Impl>();

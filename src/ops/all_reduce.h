@@ -120,16 +120,17 @@ struct AllReduce : KernelOp {
         detail::all_reduce_body<T>(v, in, static_cast<uint4*>(a.out), vectors, tile.x, exchange);
         break;
       case Mode::kAddToResidual:
-        detail::peer_exchange(v, in, vectors, tile.x, exchange,
-                              [&](std::size_t i, const uint4(&x)[kMaxPeerRanks]) {
-                                float acc[kVector];
-                                detail::sum_in_rank_order<T>(v, x, acc);
-                                float* r = a.residual + i * kVector;
-                                detail::decode::Floats8 h = detail::decode::load_floats8(r);
+        detail::peer_exchange(
+            v, in, vectors, tile.x, exchange,
+            [&](std::size_t i, const uint4(&x)[kMaxPeerRanks]) {
+              float acc[kVector];
+              detail::sum_in_rank_order<T>(v, x, acc);
+              float* r = a.residual + i * kVector;
+              detail::decode::Floats8 h = detail::decode::load_floats8(r);
 #pragma unroll
-                                for (int e = 0; e < kVector; ++e) h.v[e] += acc[e];
-                                detail::decode::store_floats8(r, h);
-                              });
+              for (int e = 0; e < kVector; ++e) h.v[e] += acc[e];
+              detail::decode::store_floats8(r, h);
+            });
         break;
       case Mode::kGather: {
         const std::size_t row_vectors = a.width / kVector;

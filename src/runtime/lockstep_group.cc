@@ -7,21 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "baton/page_policy.h"
 #include "baton/status.h"
+#include "foundation/device_scope.h"
 #include "lockstep_group_impl.h"
 #include "scheduler/lockstep_record.h"
 
 namespace baton {
 namespace {
-
-// Restores the caller's current device.
-class DeviceScope {
- public:
-  DeviceScope() { (void)cudaGetDevice(&device_); }
-  ~DeviceScope() { (void)cudaSetDevice(device_); }
-
- private:
-  int device_ = 0;
-};
 
 absl::Status Validate(const LockstepGroupOptions& o) {
   const int ranks = static_cast<int>(o.devices.size());
@@ -57,7 +48,6 @@ absl::Status Validate(const LockstepGroupOptions& o) {
 absl::StatusOr<std::shared_ptr<const LockstepGroup>> LockstepGroup::Create(
     const LockstepGroupOptions& options) {
   BATON_RETURN_IF_ERROR(Validate(options));
-  DeviceScope restore;
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   PagePolicy smallest;
@@ -66,24 +56,12 @@ absl::StatusOr<std::shared_ptr<const LockstepGroup>> LockstepGroup::Create(
       detail::lockstep_record_words(options.max_batch, options.max_tokens, smallest);
   const int first = options.devices[0];
   for (std::size_t r = 1; r < options.devices.size(); ++r) {
-    const int device = options.devices[r];
-    if (device == first) continue;
-    int can = 0;
-    BATON_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can, device, first));
-    if (can == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "LockstepGroup: GPU ", device, " cannot reach GPU ", first,
-          "'s memory (no peer access between them): put the ranks on GPUs of one NVLink domain"));
-    }
-    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-    const cudaError_t e = cudaDeviceEnablePeerAccess(first, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-      (void)cudaGetLastError();
-    } else {
-      BATON_CUDA_RETURN_IF_ERROR(e);
-    }
+    if (options.devices[r] == first) continue;
+    BATON_RETURN_IF_ERROR(detail::EnablePeerAccess(
+        options.devices[r], first, "put a lockstep group's ranks on GPUs of one NVLink domain"));
   }
-  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(first));
+  detail::DeviceScope scope(first);
+  BATON_CUDA_RETURN_IF_ERROR(scope.status());
   BATON_ASSIGN_OR_RETURN(impl->channel, DeviceBuffer<detail::LockstepChannel>::Create(1));
   BATON_ASSIGN_OR_RETURN(impl->halves, DeviceBuffer<std::uint32_t>::Create(2 * impl->record_words));
   BATON_RETURN_IF_ERROR(impl->channel.Fill(0));

@@ -135,9 +135,10 @@ absl::Status LoopState::ResetBatch() {
 
 absl::Status LoopState::ClearLockstepEnd() {
   if (lockstep_ == nullptr) return absl::OkStatus();
-  const std::uint32_t zero = 0;
-  BATON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(&counters_.data()->lockstep_ended, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+  // On the launch stream: ordered after the last run and before the next,
+  // with no wait on the host.
+  BATON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(&counters_.data()->lockstep_ended, 0,
+                                             sizeof(std::uint32_t), launch_stream_.get()));
   return absl::OkStatus();
 }
 

@@ -64,7 +64,8 @@ class LoopState {
   // Host -> device control through the copy engine, so it lands while the
   // loop runs without needing an SM or a bus read per step on the device.
   [[nodiscard]] absl::Status WriteControl(const SchedulerControl& control);
-  // Lockstep: a new engine run has not ended (SchedulerCounters::lockstep_ended).
+  // Lockstep: the next engine run has not ended (SchedulerCounters::lockstep_ended),
+  // cleared on the launch stream before that run is launched.
   [[nodiscard]] absl::Status ClearLockstepEnd();
   // Snapshots through the copy engine: no SM is needed, the loop keeps running.
   [[nodiscard]] absl::StatusOr<SchedulerCounters> ReadCounters() const;

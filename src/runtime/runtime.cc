@@ -54,13 +54,13 @@ class Runtime::Impl {
     BATON_RETURN_IF_ERROR(ValidateStepProgram(program, options_));
     BATON_ASSIGN_OR_RETURN(const std::uint32_t max_batch, EffectiveMaxBatch(program, options_));
     if (options_.lockstep != nullptr) {
-      const std::size_t words = detail::lockstep_record_words(
-          max_batch, StepRowsLimit(program.tokens, max_batch), program.pages);
-      if (words > options_.lockstep->record_words()) {
+      const std::uint32_t rows = StepRowsLimit(program.tokens, max_batch);
+      if (detail::lockstep_record_words(max_batch, rows, program.pages) >
+          options_.lockstep->record_words()) {
         const LockstepGroupOptions& g = options_.lockstep->options();
         return absl::InvalidArgumentError(absl::StrCat(
-            "step program '", program.name, "': a step of ", max_batch, " items and up to ",
-            StepRowsLimit(program.tokens, max_batch), " rows (pages of ", program.pages.page_tokens,
+            "step program '", program.name, "': a step of ", max_batch, " items and up to ", rows,
+            " rows (pages of ", program.pages.page_tokens,
             " tokens) needs lockstep records larger than the group's (LockstepGroupOptions "
             "max_batch ",
             g.max_batch, ", max_tokens ", g.max_tokens, ", min_page_tokens ", g.min_page_tokens,
@@ -206,7 +206,7 @@ class Runtime::Impl {
   detail::EngineDriver& driver() { return *drivers_[static_cast<int>(engine_)]; }
 
   absl::Status LaunchEngine() {
-    BATON_RETURN_IF_ERROR(loop_->ClearLockstepEnd());  // (the engine has ended: nothing races)
+    BATON_RETURN_IF_ERROR(loop_->ClearLockstepEnd());  // (stream-ordered before the launch)
     BATON_RETURN_IF_ERROR(driver().Launch(loop_->launch_stream()));
     ++engine_launches_;
     engine_active_ = true;
