@@ -16,7 +16,8 @@
 //   // on GPU r: RuntimeOptions o; o.lockstep = *group; o.lockstep_rank = r;
 //   // register the rank's program on every runtime (the same buckets, batch
 //   // and token policy on every rank: a record names a bucket by its index),
-//   // Start every follower,
+//   // Prepare(engine) every rank (required where ranks share a GPU: building
+//   // graphs there waits for a running follower), Start every follower,
 //   // then rank 0; Submit and Poll rank 0; Stop rank 0, then the followers.
 //
 // Faults: rank 0 waits up to `patience` for a follower to copy a step (two
@@ -24,7 +25,8 @@
 // follower's own device error or Abort does the same; a fault comes back from
 // each runtime's Poll/Stop as Aborted naming the rank.
 //
-// Thread safety: immutable after Create; shared by the ranks' runtimes.
+// Thread safety: immutable after Create but for the ranks' running marks
+// (atomics): the ranks' runtimes may be driven from different threads.
 #pragma once
 
 #include <cstddef>

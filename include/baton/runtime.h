@@ -118,6 +118,16 @@ class Runtime {
   // engine first starts.
   [[nodiscard]] absl::Status RegisterStepProgram(StepProgram program);
 
+  // Captures, certifies and uploads `engine`'s graphs now instead of at its
+  // first Start (which then only launches). Instantiating a graph can wait for
+  // the GPU's running kernels (a conditional graph's does), so lockstep ranks
+  // that share a GPU Prepare before any of them starts: Prepare and Start
+  // refuse (FailedPrecondition) to build graphs while another rank's loop runs
+  // on this rank's GPU. FailedPrecondition also while another engine runs, and
+  // as Start for a program the engine cannot run. Once per engine; later calls
+  // do nothing.
+  [[nodiscard]] absl::Status Prepare(Engine engine);
+
   // Starts the device loop with `engine`. FailedPrecondition when already
   // running, when no program is registered, after a device failure, when the
   // program cannot run on `engine` (the dynamic-parallelism engine without a

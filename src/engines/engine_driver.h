@@ -63,6 +63,7 @@ class EngineDriver {
   // parameters to device memory (Build). Once per runtime: after a call that
   // succeeded, later calls do nothing.
   [[nodiscard]] absl::Status Prepare(const StepProgram& program, const EngineSetup& setup);
+  [[nodiscard]] bool prepared() const { return prepared_; }
   // One run of the device loop, launched from the host on `stream`.
   [[nodiscard]] virtual absl::Status Launch(cudaStream_t stream) = 0;
   // Forgets any step decision the engine carried between nodes (Abort ended

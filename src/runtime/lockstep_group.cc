@@ -50,6 +50,8 @@ absl::StatusOr<std::shared_ptr<const LockstepGroup>> LockstepGroup::Create(
   BATON_RETURN_IF_ERROR(Validate(options));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->running = std::make_unique<std::atomic<bool>[]>(options.devices.size());
+  for (std::size_t r = 0; r < options.devices.size(); ++r) impl->running[r] = false;
   PagePolicy smallest;
   smallest.page_tokens = options.min_page_tokens;
   impl->record_words =

@@ -17,6 +17,7 @@
 #include "engines/engine_driver.h"
 #include "engines/program_checks.h"
 #include "foundation/nvtx.h"
+#include "lockstep_group_impl.h"
 #include "loop_monitor.h"
 #include "loop_state.h"
 #include "scheduler/lockstep_record.h"
@@ -71,6 +72,19 @@ class Runtime::Impl {
     program_ = std::move(program);
     state_ = State::kReady;
     return absl::OkStatus();
+  }
+
+  absl::Status Prepare(Engine engine) {
+    const NvtxRange range("Prepare");
+    if (state_ == State::kRunning) {
+      if (engine == engine_) return absl::OkStatus();
+      return absl::FailedPreconditionError(
+          absl::StrCat("Prepare: the ", EngineName(engine_), " engine is running; building the ",
+                       EngineName(engine),
+                       " engine's graphs would wait for the GPU's running loop: Prepare "
+                       "before Start, or Stop first"));
+    }
+    return Checked("Prepare", PrepareEngine(engine, "Prepare"));
   }
 
   absl::Status Start(Engine engine) {
@@ -166,6 +180,7 @@ class Runtime::Impl {
     }
     (void)cudaStreamSynchronize(loop_->launch_stream());
     (void)cudaStreamSynchronize(loop_->control_stream());
+    MarkEnded();
   }
 
  private:
@@ -182,12 +197,50 @@ class Runtime::Impl {
       default:
         break;
     }
+    BATON_RETURN_IF_ERROR(PrepareEngine(engine, "Start"));
+    BATON_RETURN_IF_ERROR(loop_->WriteControl(detail::SchedulerControl{}));
+    engine_ = engine;
+    state_ = State::kRunning;
+    if (options_.lockstep != nullptr) {
+      options_.lockstep->impl().SetRunning(options_.lockstep_rank, true);
+    }
+    return LaunchEngine();
+  }
+
+  // Captures, certifies and uploads `engine`'s graphs once (the driver's
+  // Prepare). In a lockstep group that shares a GPU, refused while another
+  // rank's loop runs there: instantiating a graph can wait for the GPU's
+  // running kernels (a conditional graph's does: H200, 2026-11-28, rank 0's
+  // Start hung in ConditionalGraphBuilder::Build behind a follower's waiting
+  // scheduler), and a follower's loop runs until rank 0 ends it.
+  absl::Status PrepareEngine(Engine engine, absl::string_view op) {
+    switch (state_) {
+      case State::kCreated:
+        return absl::FailedPreconditionError(
+            absl::StrCat(op, ": no step program registered: call RegisterStepProgram first"));
+      case State::kFailed:
+        return FailedEarlier(op);
+      default:
+        break;
+    }
     if (engine != Engine::kTailLaunch && engine != Engine::kConditional &&
         engine != Engine::kDynamicParallelism) {
-      return absl::InvalidArgumentError("Start: unknown engine");
+      return absl::InvalidArgumentError(absl::StrCat(op, ": unknown engine"));
     }
     BATON_RETURN_IF_ERROR(detail::CheckProgramFitsEngine(program_, loop_->max_batch(), engine));
     std::unique_ptr<detail::EngineDriver>& driver = drivers_[static_cast<int>(engine)];
+    if (driver != nullptr && driver->prepared()) return absl::OkStatus();
+    if (options_.lockstep != nullptr) {
+      const int device = options_.lockstep->device(options_.lockstep_rank);
+      const int busy = options_.lockstep->impl().RunningRankOn(device, options_.lockstep_rank);
+      if (busy >= 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            op, ": lockstep rank ", options_.lockstep_rank, " would build the ", EngineName(engine),
+            " engine's graphs on GPU ", device, ", where rank ", busy,
+            "'s loop runs; building them waits for that loop, which waits for this rank: call "
+            "Runtime::Prepare(engine) on every rank that shares a GPU before starting any"));
+      }
+    }
     if (driver == nullptr) driver = detail::CreateEngineDriver(engine);
     detail::EngineSetup setup;
     setup.scheduler = loop_->scheduler_params();
@@ -196,14 +249,17 @@ class Runtime::Impl {
                                 ? options_.tail_steps_per_launch
                                 : options_.conditional_steps_per_iteration;
     setup.program_name = program_.name;
-    BATON_RETURN_IF_ERROR(driver->Prepare(program_, setup));
-    BATON_RETURN_IF_ERROR(loop_->WriteControl(detail::SchedulerControl{}));
-    engine_ = engine;
-    state_ = State::kRunning;
-    return LaunchEngine();
+    return driver->Prepare(program_, setup);
   }
 
   detail::EngineDriver& driver() { return *drivers_[static_cast<int>(engine_)]; }
+
+  // This rank's loop has ended (the group's running mark, PrepareEngine).
+  void MarkEnded() {
+    if (options_.lockstep != nullptr) {
+      options_.lockstep->impl().SetRunning(options_.lockstep_rank, false);
+    }
+  }
 
   absl::Status LaunchEngine() {
     BATON_RETURN_IF_ERROR(loop_->ClearLockstepEnd());  // (stream-ordered before the launch)
@@ -353,6 +409,7 @@ class Runtime::Impl {
     }
     BATON_RETURN_IF_ERROR(loop_->WriteControl(detail::SchedulerControl{}));
     state_ = State::kStopped;
+    MarkEnded();
     return report;
   }
 
@@ -404,6 +461,7 @@ Runtime::~Runtime() {
 absl::Status Runtime::RegisterStepProgram(StepProgram program) {
   return impl_->RegisterStepProgram(std::move(program));
 }
+absl::Status Runtime::Prepare(Engine engine) { return impl_->Prepare(engine); }
 absl::Status Runtime::Start(Engine engine) { return impl_->Start(engine); }
 absl::Status Runtime::Submit(absl::Span<const WorkItem> items) { return impl_->Submit(items); }
 absl::StatusOr<size_t> Runtime::Poll(absl::Span<Completion> out) { return impl_->Poll(out); }

@@ -217,7 +217,7 @@ TEST_F(DecoderTensorParallelTest, EveryRankChoosesTheWholeModelsTokens) {
 // host loop's tokens (whose tokens the test above checks against the CPU
 // reference), on every rank.
 TEST_F(DecoderTensorParallelTest, DeviceSchedulersInLockstepChooseTheHostLoopsTokens) {
-  const std::vector<std::uint32_t> buckets = {1, 2, 4, 8, 16};
+  const std::vector<std::uint32_t> buckets = {1, 2, 4, 8, 16, 32, 64};  // steps of up to 64 rows
   for (int size : Sizes()) {
     for (Engine engine : {Engine::kTailLaunch, Engine::kConditional}) {
       const std::string label = "TP" + std::to_string(size) + ", " + EngineName(engine);
@@ -269,7 +269,7 @@ TEST_F(DecoderTensorParallelTest, DeviceSchedulersInLockstepChooseTheHostLoopsTo
       LockstepGroupOptions lockstep;
       lockstep.devices = devices;
       lockstep.max_batch = options.max_batch;
-      lockstep.max_tokens = options.max_tokens_per_step;
+      lockstep.max_tokens = options.tokens().max_rows();
       lockstep.patience = absl::Seconds(5);
       BATON_ASSERT_OK_AND_ASSIGN(auto steps, LockstepGroup::Create(lockstep));
       std::vector<std::unique_ptr<Runtime>> runtimes(size);
@@ -281,6 +281,7 @@ TEST_F(DecoderTensorParallelTest, DeviceSchedulersInLockstepChooseTheHostLoopsTo
         o.mailbox_capacity = 256;
         BATON_ASSERT_OK_AND_ASSIGN(runtimes[r], Runtime::Create(o));
         BATON_ASSERT_OK(runtimes[r]->RegisterStepProgram(ranks[r]->MakeStepProgram(buckets)));
+        BATON_ASSERT_OK(runtimes[r]->Prepare(engine));  // every rank's graphs before any loop runs
       }
       for (int r = 1; r < size; ++r) {
         ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);

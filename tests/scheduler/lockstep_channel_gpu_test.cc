@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "baton/cuda_resources.h"
+#include "foundation/device_scope.h"
 #include "scheduler/lockstep_record.h"
 #include "scheduler/lockstep_test_kernels.h"
 #include "support/gpu_test.h"
@@ -73,10 +74,7 @@ class LockstepChannelGpuTest : public GpuTest {
         int can = 0;
         ASSERT_EQ(cudaDeviceCanAccessPeer(&can, m.device, 0), cudaSuccess);
         if (can == 0) GTEST_SKIP() << "GPU " << m.device << " cannot reach GPU 0's memory";
-        const cudaError_t e = cudaDeviceEnablePeerAccess(0, 0);
-        ASSERT_TRUE(e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled)
-            << cudaGetErrorString(e);
-        (void)cudaGetLastError();
+        BATON_ASSERT_OK(detail::EnablePeerAccess(m.device, 0, "the test needs peer access"));
       }
       m.header = *DeviceBuffer<StepHeader>::Create(1);
       m.items = *DeviceBuffer<WorkItem>::Create(kMaxBatch);

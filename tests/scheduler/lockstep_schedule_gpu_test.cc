@@ -8,7 +8,9 @@
 // first row) and runs as many; every item completes once on rank 0 with its
 // value; a follower whose host starts it late still runs every step; a
 // follower that never starts stops rank 0 within its patience with an error
-// naming the rank, and Abort then hands every item back; and the refusals.
+// naming the rank, and Abort then hands every item back; building graphs on
+// a GPU where another rank's loop runs is refused rather than hung; and the
+// refusals.
 // Ranks share GPU 0 (blocks of different kernels), and with 2 or more GPUs
 // (else skipped) run one per GPU, the channel read over peer access.
 #include <gtest/gtest.h>
@@ -133,6 +135,8 @@ class LockstepScheduleTest : public testing::GpuTest {
     SCOPED_TRACE(testing::TestSeedNote());
     const std::vector<WorkItem> items = Items(static_cast<std::uint32_t>(items_count));
     const int ranks = static_cast<int>(ranks_.size());
+    // Every rank's graphs first: ranks may share a GPU (Runtime::Prepare).
+    for (int r = 0; r < ranks; ++r) BATON_ASSERT_OK(runtime(r).Prepare(engine));
     for (int r = 2; r < ranks; ++r) BATON_ASSERT_OK(runtime(r).Start(engine));
     BATON_ASSERT_OK(runtime(0).Submit(items));
     BATON_ASSERT_OK(runtime(0).Start(engine));
@@ -237,6 +241,28 @@ TEST_F(LockstepScheduleTest, AFollowerThatNeverStartsStopsRankZeroNamingIt) {
   BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime(0).Abort());
   EXPECT_EQ(completed + report.completions.size() + report.in_flight.size() + report.still_queued,
             items.size());
+}
+
+TEST_F(LockstepScheduleTest, BuildingGraphsWhereAnotherRankRunsIsRefusedNotHung) {
+  // Unrefused, rank 0's Start would instantiate its conditional graphs behind
+  // rank 1's waiting scheduler on the same GPU and never return.
+  ASSERT_NO_FATAL_FAILURE(MakeRanks(Devices(2, false), absl::Seconds(1)));
+  BATON_ASSERT_OK(runtime(1).Start(Engine::kConditional));
+  for (const absl::Status& refused :
+       {runtime(0).Start(Engine::kConditional), runtime(0).Prepare(Engine::kConditional)}) {
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_NE(refused.message().find("where rank 1's loop runs"), absl::string_view::npos)
+        << refused;
+    EXPECT_NE(refused.message().find("Runtime::Prepare(engine) on every rank"),
+              absl::string_view::npos)
+        << refused;
+  }
+  EXPECT_FALSE(runtime(0).running());
+  // Rank 1 leaves on its own abort; then rank 0 builds.
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtime(1).Abort());
+  EXPECT_TRUE(report.in_flight.empty());
+  BATON_EXPECT_OK(runtime(0).Prepare(Engine::kConditional));
+  BATON_EXPECT_OK(runtime(0).Prepare(Engine::kConditional));  // once; then nothing to do
 }
 
 TEST_F(LockstepScheduleTest, Refusals) {
