@@ -109,7 +109,7 @@ struct DecodeRequest {
 
 // One generated token's log-probabilities (DecoderModel::ReadLogprobs).
 struct TokenLogprobs {
-  float logprob = 0.0f;                 // the chosen token's
+  float logprob = 0.0f;                  // the chosen token's
   std::vector<std::int32_t> top_tokens;  // the best `logprobs` tokens, best first (ties: lower id)
   std::vector<float> top_logprobs;       // theirs
 };
@@ -129,9 +129,10 @@ struct TokenLogprobs {
 // The ranks must run the same steps in the same order (the same rows,
 // buckets and requests), or their all-reduces wait for each other until
 // PeerGroupOptions::wait_timeout and the step's outputs are garbage
-// (PeerGroup::CheckFaults names the rank). Today one host loop decides
-// every step and launches it on every rank (samples/tensor_parallel);
-// device schedulers in lockstep are issue #42's next step.
+// (PeerGroup::CheckFaults names the rank): either one host loop decides
+// every step and launches it on every rank (samples/tensor_parallel), or the
+// ranks' device schedulers run in lockstep (baton/lockstep_group.h; Server
+// with ServerOptions::tensor_parallel_size does this).
 struct TensorParallelOptions {
   std::shared_ptr<const PeerGroup> group;  // null: one GPU (the current device)
   int rank = 0;                            // this model's rank in the group
@@ -188,7 +189,7 @@ struct DecoderModelOptions {
   std::uint32_t max_chunk_tokens = 0;
   std::uint32_t max_requests = 1024;  // request-table entries
   DecoderGemm gemm = DecoderGemm::kAuto;
-  std::uint32_t auto_gemv_max_bucket = 8;   // DecoderGemm::kAuto: largest bucket on the GEMV
+  std::uint32_t auto_gemv_max_bucket = 8;  // DecoderGemm::kAuto: largest bucket on the GEMV
   // DecoderGemm::kAuto: largest decode bucket on Baton's wide GEMV, above
   // auto_gemv_max_bucket (0: none, cuBLASLt there; at most 64). 16: on an
   // H100 its Llama-3.2-1B step beat cuBLASLt's at b16 (1370 against 1545 us)
@@ -235,6 +236,13 @@ struct DecoderModelInfo {
   std::uint32_t kv_pool_pages = 0;          // pages in the pool
   std::string kv_pool_limit;                // what set kv_pool_pages
 };
+
+// The largest all-reduce a rank of `options`' model split `size` ways
+// exchanges in a step, in bytes (a multiple of 16): what the ranks'
+// PeerGroupOptions::max_bytes must hold. Reads a checkpoint's config.json
+// (no weights); ignores options.tensor_parallel.
+[[nodiscard]] absl::StatusOr<std::size_t> TensorParallelExchangeBytes(
+    const DecoderModelOptions& options, int size);
 
 class DecoderModel {
  public:
@@ -299,8 +307,8 @@ class DecoderModel {
   // record left the window (the reader fell more than stream_window tokens
   // behind: raise stream_window or read more often); OutOfRange past the
   // table.
-  [[nodiscard]] absl::Status ReadLogprobs(std::uint32_t entry, std::uint32_t from,
-                                          std::uint32_t to, std::vector<TokenLogprobs>& out) const;
+  [[nodiscard]] absl::Status ReadLogprobs(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
+                                          std::vector<TokenLogprobs>& out) const;
 
   // Ends entry `entry`'s generation early: the step that generates its next
   // token finishes the item with it, as a stop token would (its completion's

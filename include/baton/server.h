@@ -14,6 +14,11 @@
 // server's life (its table entry is reused once it finished). A full request table
 // or work queue refuses the request (ResourceExhausted) and loses nothing.
 //
+// Split across GPUs (ServerOptions::tensor_parallel_size), it owns one model
+// and runtime per GPU and everything above holds: a request is written into
+// every rank's table, rank 0's runtime takes its work item and rank 0's
+// stream and mailbox give its events.
+//
 // Thread safety: every public call takes the server's mutex, so Submit from
 // one thread and Poll from another are safe; Poll returns each event once,
 // to whichever caller polled it.
@@ -34,6 +39,8 @@
 #include "baton/completion.h"
 #include "baton/decoder_model.h"
 #include "baton/engine.h"
+#include "baton/lockstep_group.h"
+#include "baton/peer_group.h"
 #include "baton/runtime.h"
 
 namespace baton {
@@ -42,6 +49,15 @@ struct ServerOptions {
   DecoderModelOptions model;
   RuntimeOptions runtime;
   Engine engine = Engine::kConditional;
+  // GPUs the model is split across (tensor parallelism; a size that divides
+  // the key/value heads): GPUs 0..n-1 of this host, one rank each, every
+  // rank's DecoderModel holding its slices (DecoderModelOptions::
+  // tensor_parallel, set by the server: leave it unset) and its own Runtime,
+  // their device schedulers in lockstep (baton/lockstep_group.h): rank 0's
+  // takes the requests and decides every step, the others follow it over
+  // peer memory. The calling thread drives rank 0 alone; nothing a step does
+  // waits for the host. 1: the current GPU.
+  int tensor_parallel_size = 1;
 };
 
 // New tokens of one request, in order; `finished` on its last event (the
@@ -112,12 +128,26 @@ class Server {
   // Appends tokens [from, to)'s logprobs to the event (or the loss).
   absl::Status AddLogprobs(std::uint32_t entry, std::uint32_t from, std::uint32_t to,
                            ServerEvent& event);
-  Server(const ServerOptions& options, std::unique_ptr<DecoderModel> model,
-         std::unique_ptr<Runtime> runtime);
+  // One rank's model and runtime (tensor parallelism: rank 0 is model_ and
+  // runtime_, the others followers_).
+  struct Rank {
+    int device = 0;
+    std::unique_ptr<DecoderModel> model;
+    std::unique_ptr<Runtime> runtime;
+  };
+  struct Parts;
+  // The ranks of a tensor-parallel server, their groups made first.
+  static absl::Status CreateRanks(const ServerOptions& options, Parts& parts);
+  explicit Server(const ServerOptions& options, Parts parts);
   // One pass over the stream and the mailbox; appends to `events`.
   absl::Status PollOnce(std::vector<ServerEvent>& events);
 
   ServerOptions options_;
+  // Tensor parallelism: the ranks' all-reduce and their schedulers' channel
+  // (declared first: they outlive every rank).
+  std::shared_ptr<const PeerGroup> peers_;
+  std::shared_ptr<const LockstepGroup> lockstep_;
+  std::vector<Rank> followers_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<Runtime> runtime_;
   mutable std::mutex mutex_;

@@ -31,8 +31,8 @@ def _engine_args(parser: argparse.ArgumentParser) -> None:
                         help="rows a step holds when no sequence decodes")
     parser.add_argument("--max-chunk-tokens", type=int, help="most prompt tokens one sequence reads per step")
     parser.add_argument("--gemm", choices=["auto", "gemv", "cublaslt"], help="the projections' kernels")
-    parser.add_argument("--tensor-parallel-size", type=int, default=1,
-                        help="GPUs to split the model across (only 1 for now: the LLM says why)")
+    parser.add_argument("--tensor-parallel-size", type=int,
+                        help="GPUs to split the model across (GPUs 0..n-1, one rank each)")
 
 
 def _llm(args: argparse.Namespace, **extra):
@@ -44,7 +44,7 @@ def _llm(args: argparse.Namespace, **extra):
     return LLM(args.model, engine=args.engine, max_batch=args.max_batch, max_context=args.max_context,
                max_tokens_per_step=args.max_tokens_per_step,
                max_tokens_without_decodes=args.max_tokens_without_decodes, max_chunk_tokens=args.max_chunk_tokens,
-               gemm=args.gemm, tensor_parallel_size=getattr(args, "tensor_parallel_size", 1), **extra)
+               gemm=args.gemm, tensor_parallel_size=getattr(args, "tensor_parallel_size", None), **extra)
 
 
 def generate(args: argparse.Namespace) -> int:

@@ -275,11 +275,11 @@ class LLM:
         max_logprobs: the most top alternatives a request's SamplingParams.logprobs may ask for (at most 20;
             0: log-probabilities off, and their buffers not allocated); a request asking more is refused.
         load_progress: draw a progress bar on stderr while the weights load (None: when stderr is a terminal).
-        tensor_parallel_size: GPUs the model is split across (vLLM's argument); only 1 for now. The C++
-            library splits a model across the GPUs of a host (DecoderModelOptions::tensor_parallel), driven by
-            a host loop that decides each step for every rank (samples/tensor_parallel); its device
-            schedulers in lockstep (baton::LockstepGroup) run step programs but do not yet drive the model's
-            ranks, and the LLM takes sizes above 1 once they do.
+        tensor_parallel_size: GPUs the model is split across (vLLM's argument): GPUs 0..n-1 of this host, a
+            size that divides the model's key/value heads. Each GPU holds its slices of the weights and its share
+            of the KV cache and runs its own device scheduler; rank 0's decides every step and the others follow
+            it over peer memory (baton::LockstepGroup), so one Python process drives every GPU from one thread:
+            nothing a step does waits for the host, so no worker processes are needed.
 
     Raises:
         InvalidArgumentError: an option out of range or a checkpoint Baton cannot serve (the message names
@@ -294,23 +294,14 @@ class LLM:
                  max_requests: Optional[int] = None, dtype: Optional[str] = None, gemm: Optional[str] = None,
                  engine: Optional[str] = None, stream_window: Optional[int] = None,
                  max_logprobs: Optional[int] = None, load_progress: Optional[bool] = None,
-                 tensor_parallel_size: int = 1) -> None:
-        if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) or \
-                tensor_parallel_size < 1:
-            raise errors.InvalidArgumentError(f"LLM option tensor_parallel_size is {tensor_parallel_size!r}; "
-                                              "pass an integer >= 1 (the GPUs to split the model across)")
-        if tensor_parallel_size != 1:
-            raise errors.InvalidArgumentError(
-                f"LLM option tensor_parallel_size is {tensor_parallel_size}, but the LLM serves a model on one "
-                "GPU for now: its device-decided loop does not yet drive a split model's ranks in lockstep (the "
-                "C++ library's tensor-parallel model runs from a host loop: samples/tensor_parallel); pass "
-                "tensor_parallel_size=1 and a model that fits one GPU")
+                 tensor_parallel_size: Optional[int] = None) -> None:
         native = _native()
         self.model_dir = pathlib.Path(model)
         given = dict(max_batch=max_batch, max_context=max_context, max_tokens_per_step=max_tokens_per_step,
                      max_tokens_without_decodes=max_tokens_without_decodes, max_chunk_tokens=max_chunk_tokens,
                      max_requests=max_requests, dtype=dtype, gemm=gemm, engine=engine,
-                     stream_window=stream_window, max_logprobs=max_logprobs)
+                     stream_window=stream_window, max_logprobs=max_logprobs,
+                     tensor_parallel_size=tensor_parallel_size)
         options = dict(checkpoint=str(self.model_dir), **defaults())
         options.update({name: value for name, value in given.items() if value is not None})
         for name, value in options.items():

@@ -70,7 +70,8 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
                           std::uint32_t max_tokens_without_decodes, std::uint32_t max_chunk_tokens,
                           std::uint32_t max_requests, const std::string& dtype,
                           const std::string& gemm, const std::string& engine,
-                          std::uint32_t stream_window, std::uint32_t max_logprobs) {
+                          std::uint32_t stream_window, std::uint32_t max_logprobs,
+                          std::uint32_t tensor_parallel_size) {
   ServerOptions options;
   options.model.checkpoint = checkpoint;
   options.model.max_batch = max_batch;
@@ -84,6 +85,9 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
   options.model.stream_window = stream_window;
   options.model.max_logprobs = max_logprobs;
   options.engine = Value(ParseEngine(engine));
+  // (an unsigned value past int's range stays out of range after the cast)
+  options.tensor_parallel_size =
+      tensor_parallel_size > 1024 ? 1024 : static_cast<int>(tensor_parallel_size);
   return options;
 }
 
@@ -91,7 +95,8 @@ ServerOptions MakeOptions(const std::string& checkpoint, std::uint32_t max_batch
   nb::arg("checkpoint"), nb::arg("max_batch"), nb::arg("max_context"),                         \
       nb::arg("max_tokens_per_step"), nb::arg("max_tokens_without_decodes"),                   \
       nb::arg("max_chunk_tokens"), nb::arg("max_requests"), nb::arg("dtype"), nb::arg("gemm"), \
-      nb::arg("engine"), nb::arg("stream_window"), nb::arg("max_logprobs") = kMaxLogprobs
+      nb::arg("engine"), nb::arg("stream_window"), nb::arg("max_logprobs") = kMaxLogprobs,     \
+      nb::arg("tensor_parallel_size") = 1
 
 std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_t max_batch,
                                      std::uint32_t max_context, std::uint32_t max_tokens_per_step,
@@ -100,10 +105,12 @@ std::unique_ptr<Server> CreateServer(const std::string& checkpoint, std::uint32_
                                      const std::string& dtype, const std::string& gemm,
                                      const std::string& engine, std::uint32_t stream_window,
                                      std::uint32_t max_logprobs,
+                                     std::uint32_t tensor_parallel_size,
                                      std::optional<nb::callable> load_progress) {
   ServerOptions options = MakeOptions(checkpoint, max_batch, max_context, max_tokens_per_step,
                                       max_tokens_without_decodes, max_chunk_tokens, max_requests,
-                                      dtype, gemm, engine, stream_window, max_logprobs);
+                                      dtype, gemm, engine, stream_window, max_logprobs,
+                                      tensor_parallel_size);
   if (load_progress.has_value()) {
     // Called on this thread with the GIL released: take it back for the call.
     // An exception the callable raises is printed, not propagated (loading goes on).
@@ -225,6 +232,7 @@ nb::dict Defaults() {
   out["engine"] = EngineName(options.engine);
   out["stream_window"] = m.stream_window;
   out["max_logprobs"] = m.max_logprobs;
+  out["tensor_parallel_size"] = options.tensor_parallel_size;
   return out;
 }
 
@@ -281,10 +289,11 @@ NB_MODULE(_baton, m) {
          std::uint32_t max_tokens_per_step, std::uint32_t max_tokens_without_decodes,
          std::uint32_t max_chunk_tokens, std::uint32_t max_requests, const std::string& dtype,
          const std::string& gemm, const std::string& engine, std::uint32_t stream_window,
-         std::uint32_t max_logprobs) {
-        Check(ValidateServerOptions(MakeOptions(
-            checkpoint, max_batch, max_context, max_tokens_per_step, max_tokens_without_decodes,
-            max_chunk_tokens, max_requests, dtype, gemm, engine, stream_window, max_logprobs)));
+         std::uint32_t max_logprobs, std::uint32_t tensor_parallel_size) {
+        Check(ValidateServerOptions(MakeOptions(checkpoint, max_batch, max_context,
+                                                max_tokens_per_step, max_tokens_without_decodes,
+                                                max_chunk_tokens, max_requests, dtype, gemm, engine,
+                                                stream_window, max_logprobs, tensor_parallel_size)));
       },
       BATON_OPTION_ARGS, "Checks the options without a GPU; raises what Server.create would.");
 

@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint_config.h"
 #include "decoder_model_impl.h"
+#include "exchange_bytes.h"
 #include "ops/host_driver.h"
 
 namespace baton {
@@ -71,8 +72,8 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
     info_.context_limit = absl::StrCat("DecoderConfig::max_context (", config_.max_context, ")");
   }
   if (const absl::Status split = detail::ValidateTensorParallel(config_, tp_); !split.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(info_.source, ": ", split.message(), " (DecoderModelOptions::tensor_parallel)"));
+    return absl::InvalidArgumentError(absl::StrCat(info_.source, ": ", split.message(),
+                                                   " (DecoderModelOptions::tensor_parallel)"));
   }
   rank_config_ = tp_.size > 1 ? detail::RankConfig(config_, tp_) : config_;
   // The GPU work starts here, on the rank's device.
@@ -89,7 +90,7 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   } else {
     BATON_ASSIGN_OR_RETURN(
         weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get(),
-                                                      options.load_progress, tp_));
+                                                 options.load_progress, tp_));
   }
   BATON_RETURN_IF_ERROR(SizeKvPool(ckpt.has_value(), ckpt.has_value() && options.max_context == 0));
   rank_config_.max_context = config_.max_context;
@@ -161,7 +162,8 @@ absl::Status DecoderModel::Impl::SizeKvPool(bool checkpoint, bool fit_context) {
 // per-position state, the request table, the token stream and the step
 // clock.
 absl::Status DecoderModel::Impl::AllocateState() {
-  const DecoderConfig& c = rank_config_;  // (the logits and selection's tables: config_'s vocabulary)
+  const DecoderConfig& c =
+      rank_config_;  // (the logits and selection's tables: config_'s vocabulary)
   cudaStream_t s = stream_.get();
   // [pool pages, kv_heads, page_tokens, head_dim] per layer, keys and values,
   // and the page table the scheduler writes ([max_batch][pages_per_slot]).
@@ -287,11 +289,9 @@ absl::Status DecoderModel::Impl::AllocateState() {
 absl::Status DecoderModel::Impl::InitTensorParallel() {
   if (tp_.size == 1) return absl::OkStatus();
   const PeerGroup& group = *options_.tensor_parallel.group;
-  const int vocab_rows = config_.padded_vocab() / tp_.size;
-  const std::size_t rows_bytes = std::size_t{max_rows_} * config_.d_model * sizeof(std::uint16_t);
-  const std::size_t logits_bytes =
-      std::size_t{options_.max_batch} * vocab_rows * sizeof(std::uint16_t);
-  const std::size_t needed = std::max(rows_bytes, logits_bytes);
+  const int vocab_rows = static_cast<int>(detail::LogitsSliceRows(config_, tp_.size));
+  const std::size_t needed =
+      detail::ExchangeBytes(config_, max_rows_, options_.max_batch, tp_.size);
   if (group.max_bytes() < needed) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "DecoderModelOptions::tensor_parallel: the group's max_bytes is %u, but this model's "
@@ -503,6 +503,26 @@ StepProgram DecoderModel::MakeStepProgram(std::vector<std::uint32_t> buckets) {
   program.tokens = impl->options().tokens();
   program.pages = impl->page_policy();
   return program;
+}
+
+absl::StatusOr<std::size_t> TensorParallelExchangeBytes(const DecoderModelOptions& options,
+                                                        int size) {
+  if (size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TensorParallelExchangeBytes: size is ", size, "; pass 1 or more"));
+  }
+  DecoderConfig config = options.config;
+  if (!options.checkpoint.empty()) {
+    BATON_ASSIGN_OR_RETURN(checkpoint::Checkpoint ckpt,
+                           checkpoint::Checkpoint::Open(options.checkpoint));
+    BATON_ASSIGN_OR_RETURN(config,
+                           detail::DecoderConfigFromCheckpoint(
+                               ckpt.spec(), ckpt.dtype(), options.checkpoint + "/config.json",
+                               static_cast<int>(options.max_context), options.dtype));
+  }
+  const std::size_t bytes = detail::ExchangeBytes(
+      config, StepRowsLimit(options.tokens(), options.max_batch), options.max_batch, size);
+  return (bytes + 15) / 16 * 16;  // PeerGroupOptions::max_bytes is a multiple of 16
 }
 
 }  // namespace baton

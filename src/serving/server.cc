@@ -1,12 +1,15 @@
 #include "baton/server.h"
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "baton/status.h"
+#include "foundation/device_scope.h"
 #include "foundation/enum_table.h"
 
 namespace baton {
@@ -16,6 +19,18 @@ namespace {
 // a millisecond, so a token waits at most a tenth of a step more, for a few
 // percent of one host core.
 constexpr absl::Duration kPollInterval = absl::Microseconds(100);
+
+// A tensor-parallel server's calls run on rank 0's GPU (GPU 0); a one-GPU
+// server's on the caller's current GPU, as they always have.
+class OnRankZero {
+ public:
+  explicit OnRankZero(bool tensor_parallel) {
+    if (tensor_parallel) scope_.emplace(0);
+  }
+
+ private:
+  std::optional<detail::DeviceScope> scope_;
+};
 
 }  // namespace
 
@@ -69,6 +84,16 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         "RuntimeOptions.max_batch: the model's step program carries max_batch; leave it 0");
   }
+  if (options.tensor_parallel_size < 1 || options.tensor_parallel_size > kMaxPeerRanks) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ServerOptions.tensor_parallel_size is %d: use 1 (one GPU) to %d",
+                        options.tensor_parallel_size, kMaxPeerRanks));
+  }
+  if (options.model.tensor_parallel.group != nullptr || options.runtime.lockstep != nullptr) {
+    return absl::InvalidArgumentError(
+        "ServerOptions: the server makes each rank's groups (DecoderModelOptions.tensor_parallel, "
+        "RuntimeOptions.lockstep): leave them unset and set ServerOptions.tensor_parallel_size");
+  }
   if (options.model.max_requests > options.runtime.queue_capacity) {
     // Every entry's item must fit the queue at once, so Submit never refuses
     // a request it has an entry for.
@@ -79,20 +104,94 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+// What Create makes before the server exists (a failure part-way destroys
+// it: the ranks, then their groups).
+struct Server::Parts {
+  std::shared_ptr<const PeerGroup> peers;
+  std::shared_ptr<const LockstepGroup> lockstep;
+  std::vector<Rank> ranks;  // rank 0 first
+};
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
   BATON_RETURN_IF_ERROR(ValidateServerOptions(options));
-  BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options.model));
-  BATON_ASSIGN_OR_RETURN(auto runtime, Runtime::Create(options.runtime));
-  BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(model->MakeStepProgram()));
-  BATON_RETURN_IF_ERROR(runtime->Start(options.engine));
-  return std::unique_ptr<Server>(new Server(options, std::move(model), std::move(runtime)));
+  Parts parts;
+  if (options.tensor_parallel_size > 1) {
+    BATON_RETURN_IF_ERROR(CreateRanks(options, parts));
+  } else {
+    Rank rank;
+    BATON_ASSIGN_OR_RETURN(rank.model, DecoderModel::Create(options.model));
+    BATON_ASSIGN_OR_RETURN(rank.runtime, Runtime::Create(options.runtime));
+    BATON_RETURN_IF_ERROR(rank.runtime->RegisterStepProgram(rank.model->MakeStepProgram()));
+    BATON_RETURN_IF_ERROR(rank.runtime->Start(options.engine));
+    parts.ranks.push_back(std::move(rank));
+  }
+  return std::unique_ptr<Server>(new Server(options, std::move(parts)));
 }
 
-Server::Server(const ServerOptions& options, std::unique_ptr<DecoderModel> model,
-               std::unique_ptr<Runtime> runtime)
+// One thread makes every rank: its model (its slices of the weights) and its
+// runtime, every rank's graphs built before any loop runs (Runtime::Prepare),
+// then the followers started and rank 0 last.
+absl::Status Server::CreateRanks(const ServerOptions& options, Parts& parts) {
+  const int n = options.tensor_parallel_size;
+  int gpus = 0;
+  BATON_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&gpus));
+  if (gpus < n) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "ServerOptions.tensor_parallel_size is %d, but %d GPU(s) are visible: use at most %d, or "
+        "make more visible (CUDA_VISIBLE_DEVICES)",
+        n, gpus, gpus));
+  }
+  std::vector<int> devices(n);
+  std::iota(devices.begin(), devices.end(), 0);
+  PeerGroupOptions peers;
+  peers.devices = devices;
+  BATON_ASSIGN_OR_RETURN(peers.max_bytes, TensorParallelExchangeBytes(options.model, n));
+  BATON_ASSIGN_OR_RETURN(parts.peers, PeerGroup::Create(peers));
+  LockstepGroupOptions lockstep;
+  lockstep.devices = devices;
+  lockstep.max_batch = options.model.max_batch;
+  lockstep.max_tokens = StepRowsLimit(options.model.tokens(), options.model.max_batch);
+  lockstep.min_page_tokens = options.model.kv_page_tokens;
+  BATON_ASSIGN_OR_RETURN(parts.lockstep, LockstepGroup::Create(lockstep));
+  for (int r = 0; r < n; ++r) {
+    const detail::DeviceScope scope(devices[r]);
+    BATON_CUDA_RETURN_IF_ERROR(scope.status());
+    DecoderModelOptions model = options.model;
+    model.tensor_parallel = {parts.peers, r};
+    if (options.model.load_progress) {
+      // One bar for every rank's share (each about 1/n of the weights).
+      model.load_progress = [progress = options.model.load_progress, r, n](std::uint64_t done,
+                                                                           std::uint64_t total) {
+        progress(std::uint64_t(r) * total + done, std::uint64_t(n) * total);
+      };
+    }
+    Rank rank;
+    rank.device = devices[r];
+    BATON_ASSIGN_OR_RETURN(rank.model, DecoderModel::Create(model));
+    RuntimeOptions runtime = options.runtime;
+    runtime.lockstep = parts.lockstep;
+    runtime.lockstep_rank = r;
+    BATON_ASSIGN_OR_RETURN(rank.runtime, Runtime::Create(runtime));
+    BATON_RETURN_IF_ERROR(rank.runtime->RegisterStepProgram(rank.model->MakeStepProgram()));
+    BATON_RETURN_IF_ERROR(rank.runtime->Prepare(options.engine));
+    parts.ranks.push_back(std::move(rank));
+  }
+  for (int r = n - 1; r >= 0; --r) {
+    const detail::DeviceScope scope(devices[r]);
+    BATON_CUDA_RETURN_IF_ERROR(scope.status());
+    BATON_RETURN_IF_ERROR(parts.ranks[r].runtime->Start(options.engine));
+  }
+  return absl::OkStatus();
+}
+
+Server::Server(const ServerOptions& options, Parts parts)
     : options_(options),
-      model_(std::move(model)),
-      runtime_(std::move(runtime)),
+      peers_(std::move(parts.peers)),
+      lockstep_(std::move(parts.lockstep)),
+      followers_(std::make_move_iterator(parts.ranks.begin() + 1),
+                 std::make_move_iterator(parts.ranks.end())),
+      model_(std::move(parts.ranks[0].model)),
+      runtime_(std::move(parts.ranks[0].runtime)),
       entries_(options.model.max_requests),
       completions_(std::min<std::size_t>(options.model.max_requests, 4096)) {
   free_.reserve(entries_.size());
@@ -105,6 +204,7 @@ absl::StatusOr<std::vector<std::uint64_t>> Server::Submit(
     absl::Span<const DecodeRequest> requests) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return absl::FailedPreconditionError("Server::Submit: the server was closed");
+  const OnRankZero device(!followers_.empty());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const absl::Status valid = model_->ValidateRequest(requests[i]);
     if (!valid.ok()) {
@@ -122,6 +222,13 @@ absl::StatusOr<std::vector<std::uint64_t>> Server::Submit(
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const std::uint32_t entry = free_[free_.size() - 1 - i];
     BATON_RETURN_IF_ERROR(model_->WriteRequests(entry, {&requests[i], 1}));
+    // Every rank holds every request (its prompt, limits and sampling): a
+    // step runs the same positions on all of them.
+    for (const Rank& rank : followers_) {
+      const detail::DeviceScope scope(rank.device);
+      BATON_CUDA_RETURN_IF_ERROR(scope.status());
+      BATON_RETURN_IF_ERROR(rank.model->WriteRequests(entry, {&requests[i], 1}));
+    }
     items.push_back(model_->WorkItemFor(entry));
   }
   // Every free entry's item fits the queue (ValidateServerOptions), so this
@@ -203,6 +310,7 @@ absl::StatusOr<std::vector<ServerEvent>> Server::Poll(absl::Duration timeout) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (closed_) return absl::FailedPreconditionError("Server::Poll: the server was closed");
+      const OnRankZero device(!followers_.empty());
       BATON_RETURN_IF_ERROR(PollOnce(events));
       if (!events.empty() || active_.empty()) return events;
     }
@@ -214,6 +322,9 @@ absl::StatusOr<std::vector<ServerEvent>> Server::Poll(absl::Duration timeout) {
 absl::Status Server::Cancel(std::uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) return absl::FailedPreconditionError("Server::Cancel: the server was closed");
+  // Rank 0's flag alone: its scheduler retires the request, and the
+  // followers run only the steps rank 0 publishes.
+  const OnRankZero device(!followers_.empty());
   for (const std::uint32_t entry : active_) {
     if (entries_[entry].id == id) return model_->Cancel(entry);
   }
@@ -227,6 +338,7 @@ std::size_t Server::pending() const {
 
 RuntimeStats Server::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  const OnRankZero device(!followers_.empty());
   return runtime_->stats();
 }
 
@@ -236,7 +348,23 @@ absl::Status Server::Close() {
   closed_ = true;
   // Requests still running are given up: Abort ends the loop at the next step
   // boundary rather than generating tokens nobody will read.
-  return (active_.empty() ? runtime_->Stop() : runtime_->Abort()).status();
+  absl::Status status;
+  {
+    const OnRankZero device(!followers_.empty());
+    status = (active_.empty() ? runtime_->Stop() : runtime_->Abort()).status();
+  }
+  // Followers end with rank 0's end; after a failure of rank 0's they leave
+  // on their own abort instead of waiting for it.
+  for (const Rank& rank : followers_) {
+    const detail::DeviceScope scope(rank.device);
+    const absl::Status ended =
+        (status.ok() ? rank.runtime->Stop() : rank.runtime->Abort()).status();
+    if (status.ok() && !ended.ok()) {
+      status = absl::Status(ended.code(), absl::StrCat("rank ", &rank - followers_.data() + 1, ": ",
+                                                       ended.message()));
+    }
+  }
+  return status;
 }
 
 }  // namespace baton

@@ -44,20 +44,6 @@
 namespace baton::testing {
 namespace {
 
-// Grouped-query attention that splits 2 and 4 ways: 8 query heads on 4
-// key/value heads of 32, q/k/v and o biases (o's on rank 0 alone), a
-// vocabulary whose rows split into whole 16-byte rows.
-DecoderConfig SplitConfig() {
-  DecoderConfig c = TinyDecoderConfig(DecoderDType::kBFloat16);
-  c.heads = 8;
-  c.kv_heads = 4;
-  c.head_dim = 32;
-  c.qkv_bias = true;
-  c.o_bias = true;
-  c.max_context = 128;
-  return c;
-}
-
 class DecoderTensorParallelTest : public GpuTest {
  protected:
   void SetUp() override {
@@ -91,7 +77,7 @@ class DecoderTensorParallelTest : public GpuTest {
   static DecoderModelOptions SplitOptions(std::uint32_t max_batch, std::uint32_t tokens,
                                           std::uint32_t without_decodes, std::uint32_t requests) {
     DecoderModelOptions options;
-    options.config = SplitConfig();
+    options.config = SplitDecoderConfig();
     options.weight_seed = Rng()();
     options.max_batch = max_batch;
     options.max_tokens_per_step = tokens;
@@ -127,7 +113,7 @@ TEST_F(DecoderTensorParallelTest, EveryRankChoosesTheWholeModelsTokens) {
                                   (temperature > 0.0f ? ", sampled" : ", greedy");
         SCOPED_TRACE(label);
         DecoderModelOptions options;
-        options.config = SplitConfig();
+        options.config = SplitDecoderConfig();
         options.weight_seed = Rng()();
         options.max_batch = 16;  // decode buckets 1-16: the GEMV, then the wide GEMV (kAuto)
         options.max_tokens_per_step = 48;  // chunk steps of 32 and 64 rows
@@ -355,7 +341,7 @@ TEST_F(DecoderTensorParallelTest, ARankWhosePeersNeverComeFaultsInsteadOfHanging
 
 TEST_F(DecoderTensorParallelTest, RefusalsNameTheOptionAndTheFix) {
   DecoderModelOptions options;
-  options.config = SplitConfig();
+  options.config = SplitDecoderConfig();
   options.max_batch = 4;
   options.max_tokens_per_step = 16;
   options.max_tokens_without_decodes = 0;

@@ -167,11 +167,13 @@ class FakeNative:
     def __init__(self, real: Any, **server_options: Any) -> None:
         self.real, self.server_options = real, server_options
         self.servers: List[FakeServer] = []
+        self.created: List[Dict[str, Any]] = []  # the options each Server.create got
         native = self
 
         class Server:
             @staticmethod
             def create(**options: Any) -> FakeServer:
+                native.created.append(dict(options))
                 progress = options.get("load_progress")
                 if progress is not None:
                     progress(1 << 20, 1 << 20)

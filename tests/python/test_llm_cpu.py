@@ -42,8 +42,9 @@ def test_import_needs_no_gpu_and_exports_the_api():
     (dict(dtype="fp8"), ["dtype 'fp8'", "'bfloat16'"]),
     (dict(max_batch=-1), ["max_batch", "-1"]),
     (dict(max_context=True), ["max_context", "True"]),
-    (dict(tensor_parallel_size=0), ["tensor_parallel_size is 0", "integer >= 1"]),
-    (dict(tensor_parallel_size=2), ["tensor_parallel_size is 2", "one GPU", "tensor_parallel_size=1"]),
+    (dict(tensor_parallel_size=0), ["tensor_parallel_size is 0", "use 1 (one GPU) to 8"]),
+    (dict(tensor_parallel_size=9), ["tensor_parallel_size is 9", "use 1 (one GPU) to 8"]),
+    (dict(tensor_parallel_size=True), ["tensor_parallel_size", "True"]),
 ])
 def test_bad_options_are_refused_naming_the_option(tmp_path, changes, words):
     with pytest.raises(errors.InvalidArgumentError) as caught:
@@ -123,9 +124,8 @@ def test_defaults_and_limits_are_the_native_modules(native):
 
     from baton import sampling
 
-    # (tensor_parallel_size is vLLM's argument, checked by the package: the native server has no such option yet.)
     options = [p for p in inspect.signature(baton.LLM.__init__).parameters
-               if p not in ("self", "model", "load_progress", "tensor_parallel_size")]
+               if p not in ("self", "model", "load_progress")]
     defaults = llm_module.defaults()
     assert sorted(options) == sorted(defaults), (options, defaults)
     assert all(inspect.signature(baton.LLM.__init__).parameters[p].default is None for p in options)
@@ -136,3 +136,20 @@ def test_defaults_and_limits_are_the_native_modules(native):
         baton.SamplingParams(top_k=limits["max_vocab"] + 1)
     assert str(limits["max_vocab"]) in str(caught.value)
     baton.SamplingParams(top_k=limits["max_vocab"], stop_token_ids=list(range(limits["max_stop_tokens"])))
+
+
+def test_tensor_parallel_size_reaches_the_native_server(monkeypatch, tmp_path):
+    # The package passes vLLM's argument through as the C++ ServerOptions::tensor_parallel_size, whose checks
+    # (range above; more ranks than GPUs, on the GPU) are the library's; unset, the server's default (1).
+    import fake_native
+    import tiny_tokenizer
+
+    directory = tiny_tokenizer.write(tmp_path / "model", "byte-level")
+    fake = fake_native.FakeNative(llm_module._native())
+    monkeypatch.setattr(llm_module, "_native", lambda: fake)
+    with baton.LLM(directory, tensor_parallel_size=2, load_progress=False):
+        pass
+    with baton.LLM(directory, load_progress=False):
+        pass
+    assert [c["tensor_parallel_size"] for c in fake.created] == [2, llm_module.defaults()["tensor_parallel_size"]]
+    assert llm_module.defaults()["tensor_parallel_size"] == 1

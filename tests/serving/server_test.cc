@@ -3,6 +3,8 @@
 // each naming the option, the value and the fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -64,6 +66,49 @@ TEST(ServerOptions, DefaultsAreValidAndEachRefusalNamesItsOption) {
   ServerOptions model;
   model.model.max_batch = 0;  // the model's own check, through the server's
   EXPECT_EQ(ValidateServerOptions(model).code(), absl::StatusCode::kInvalidArgument);
+
+  for (int size : {0, -1, kMaxPeerRanks + 1}) {
+    ServerOptions ranks;
+    ranks.tensor_parallel_size = size;
+    const absl::Status refused = ValidateServerOptions(ranks);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find("tensor_parallel_size is " + std::to_string(size)),
+              std::string::npos)
+        << refused;
+  }
+  ServerOptions split;
+  split.tensor_parallel_size = kMaxPeerRanks;  // (the GPUs are counted at Create)
+  EXPECT_TRUE(ValidateServerOptions(split).ok());
+}
+
+// What a rank's PeerGroup must hold: the larger of a step's rows of the
+// hidden state and every sequence's slice of the logits, 16-bit, rounded up
+// to 16 bytes; computed here from the shape by hand.
+TEST(ServerOptions, TensorParallelExchangeBytesIsTheLargestExchange) {
+  DecoderModelOptions options;
+  options.config.d_model = 128;
+  options.config.vocab = 1000;  // padded to a multiple of the kernels' rows
+  options.max_batch = 16;
+  options.max_tokens_per_step = 48;
+  options.max_tokens_without_decodes = 64;
+  for (int size : {1, 2, 4}) {
+    const std::size_t rows = std::size_t{64} * 128 * 2;
+    const std::size_t logits = std::size_t{16} * (options.config.padded_vocab() / size) * 2;
+    const std::size_t want = (std::max(rows, logits) + 15) / 16 * 16;
+    const absl::StatusOr<std::size_t> got = TensorParallelExchangeBytes(options, size);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, want) << "size " << size;
+  }
+  options.max_batch = 4;
+  options.max_tokens_per_step = 2048;
+  options.max_tokens_without_decodes = 0;
+  const absl::StatusOr<std::size_t> rows = TensorParallelExchangeBytes(options, 2);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, std::size_t{2048} * 128 * 2);  // a chunk step's rows
+  EXPECT_EQ(TensorParallelExchangeBytes(options, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.checkpoint = "/nonexistent/baton-model";
+  EXPECT_EQ(TensorParallelExchangeBytes(options, 2).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -43,6 +43,17 @@ DecoderConfig GroupedDecoderConfig(DecoderDType dtype) {
   return c;
 }
 
+DecoderConfig SplitDecoderConfig() {
+  DecoderConfig c = TinyDecoderConfig(DecoderDType::kBFloat16);
+  c.heads = 8;
+  c.kv_heads = 4;
+  c.head_dim = 32;
+  c.qkv_bias = true;
+  c.o_bias = true;
+  c.max_context = 128;
+  return c;
+}
+
 namespace {
 
 // The decoder tests share Rng() without a fixture of their own, so this

@@ -24,6 +24,10 @@ namespace baton::testing {
 // Its grouped-query variant: context 512, 8 query heads on 2 of 64, q/k/v
 // biases, llama3 RoPE.
 [[nodiscard]] DecoderConfig GroupedDecoderConfig(DecoderDType dtype);
+// Grouped-query attention that splits 2 and 4 ways (tensor parallelism): 8
+// query heads on 4 key/value heads of 32, q/k/v and o biases, bf16, context
+// 128, a vocabulary whose rows split into whole 16-byte rows.
+[[nodiscard]] DecoderConfig SplitDecoderConfig();
 
 // One generator per test binary, seeded with TestSeed() (support/test_seed.h)
 // again as each test starts; a failed test prints the seed.
@@ -75,8 +79,8 @@ struct RunResult {
 
 // RunRequests with every request submitted in one chunk on `engine`; the
 // outcomes by entry.
-[[nodiscard]] std::map<std::uint32_t, Outcome> RunAtOnce(DecoderModel& model, Engine engine,
-                                                         const std::vector<DecodeRequest>& requests);
+[[nodiscard]] std::map<std::uint32_t, Outcome> RunAtOnce(
+    DecoderModel& model, Engine engine, const std::vector<DecodeRequest>& requests);
 
 // The same through a host-driven loop (support/host_decode_loop.h): the
 // host decides every step.
