@@ -131,12 +131,16 @@ __device__ inline EngineExit follow_step(const SchedulerParams& p, std::uint32_t
       lockstep_raise_fault(c, l.rank);  // this rank's own error: stop the others
       result = static_cast<std::uint32_t>(EngineExit::kError);
     } else {
-      const LockstepWait wait = follower_acquire(c, s, FollowerPatience{p.control});
+      // This rank's own abort ends it at this step boundary, even while rank
+      // 0 keeps publishing (the wait sees it only when no record is ready),
+      // or while it waits: the others stop on the fault; this run's later
+      // decisions repeat the abort.
+      const LockstepWait wait = p.control->abort != 0
+                                    ? LockstepWait::kTimedOut
+                                    : follower_acquire(c, s, FollowerPatience{p.control});
       if (wait == LockstepWait::kFaulted) {
         result = static_cast<std::uint32_t>(lockstep_failed(p, lockstep_faulted_rank(c)));
       } else if (wait == LockstepWait::kTimedOut) {
-        // This rank's own abort: the others stop on the fault; this run's
-        // later decisions repeat the abort.
         lockstep_raise_fault(c, l.rank);
         result = static_cast<std::uint32_t>(EngineExit::kAborted);
         p.counters->lockstep_ended = result + 1;

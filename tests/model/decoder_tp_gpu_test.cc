@@ -16,7 +16,8 @@
 //  - refusals name the option and the fix.
 //  - the device schedulers in lockstep (baton/lockstep_group.h) choose the
 //    host loop's tokens on every rank, on the tail-launch and conditional
-//    engines;
+//    engines; a follower that aborts mid-run stops rank 0 naming it, and
+//    nothing is lost;
 // Skips that start with "multi-GPU:" are counted apart by the suite.
 #include <gtest/gtest.h>
 
@@ -84,6 +85,42 @@ class DecoderTensorParallelTest : public GpuTest {
     options.max_tokens_without_decodes = without_decodes;
     options.max_requests = requests;
     return options;
+  }
+
+  // Each rank's Runtime on its GPU (the model's program over `buckets`, or its
+  // own with none), the device schedulers in lockstep (rank 0 waiting up to
+  // `patience` for a follower), every rank's graphs for `engine` built before
+  // any loop runs (Runtime::Prepare); none started. Empty on a failure.
+  static std::vector<std::unique_ptr<Runtime>> LockstepRuntimes(
+      const std::vector<std::unique_ptr<DecoderModel>>& ranks, const DecoderModelOptions& options,
+      const std::vector<std::uint32_t>& buckets, Engine engine, absl::Duration patience) {
+    LockstepGroupOptions lockstep;
+    for (const auto& rank : ranks) lockstep.devices.push_back(rank->device());
+    lockstep.max_batch = options.max_batch;
+    lockstep.max_tokens = options.tokens().max_rows();
+    lockstep.patience = patience;
+    auto steps = LockstepGroup::Create(lockstep);
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    if (!steps.ok()) return {};
+    std::vector<std::unique_ptr<Runtime>> runtimes;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      EXPECT_EQ(cudaSetDevice(lockstep.devices[r]), cudaSuccess);
+      RuntimeOptions o;
+      o.lockstep = *steps;
+      o.lockstep_rank = static_cast<int>(r);
+      o.mailbox_capacity = 256;
+      auto runtime = Runtime::Create(o);
+      EXPECT_TRUE(runtime.ok()) << "rank " << r << ": " << runtime.status();
+      if (!runtime.ok()) return {};
+      const absl::Status ready = (*runtime)->RegisterStepProgram(
+          buckets.empty() ? ranks[r]->MakeStepProgram() : ranks[r]->MakeStepProgram(buckets));
+      EXPECT_TRUE(ready.ok()) << "rank " << r << ": " << ready;
+      const absl::Status prepared = (*runtime)->Prepare(engine);
+      EXPECT_TRUE(prepared.ok()) << "rank " << r << ": " << prepared;
+      if (!ready.ok() || !prepared.ok()) return {};
+      runtimes.push_back(std::move(*runtime));
+    }
+    return runtimes;
   }
 
   // One model per rank of `group`.
@@ -252,23 +289,8 @@ TEST_F(DecoderTensorParallelTest, DeviceSchedulersInLockstepChooseTheHostLoopsTo
       ASSERT_NE(group, nullptr);
       auto ranks = make_ranks(group);
       ASSERT_EQ(static_cast<int>(ranks.size()), size);
-      LockstepGroupOptions lockstep;
-      lockstep.devices = devices;
-      lockstep.max_batch = options.max_batch;
-      lockstep.max_tokens = options.tokens().max_rows();
-      lockstep.patience = absl::Seconds(5);
-      BATON_ASSERT_OK_AND_ASSIGN(auto steps, LockstepGroup::Create(lockstep));
-      std::vector<std::unique_ptr<Runtime>> runtimes(size);
-      for (int r = 0; r < size; ++r) {
-        ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
-        RuntimeOptions o;
-        o.lockstep = steps;
-        o.lockstep_rank = r;
-        o.mailbox_capacity = 256;
-        BATON_ASSERT_OK_AND_ASSIGN(runtimes[r], Runtime::Create(o));
-        BATON_ASSERT_OK(runtimes[r]->RegisterStepProgram(ranks[r]->MakeStepProgram(buckets)));
-        BATON_ASSERT_OK(runtimes[r]->Prepare(engine));  // every rank's graphs before any loop runs
-      }
+      auto runtimes = LockstepRuntimes(ranks, options, buckets, engine, absl::Seconds(5));
+      ASSERT_EQ(static_cast<int>(runtimes.size()), size);
       for (int r = 1; r < size; ++r) {
         ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
         BATON_ASSERT_OK(runtimes[r]->Start(engine));
@@ -307,6 +329,77 @@ TEST_F(DecoderTensorParallelTest, DeviceSchedulersInLockstepChooseTheHostLoopsTo
       ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
     }
   }
+}
+
+// A fault injected on one rank while the device schedulers run in lockstep:
+// rank 1 aborts mid-run (its loop leaves at its next step boundary, though
+// rank 0 keeps publishing). Rank 0, which may be inside a step's all-reduce
+// waiting for rank 1, gives up within the PeerGroup's wait_timeout, then
+// finds the channel's fault: its Poll reports Aborted naming rank 1 within
+// a bound, and its Abort hands back every request that did not complete.
+TEST_F(DecoderTensorParallelTest, AFollowerAbortingMidRunStopsRankZeroNamingItAndLosesNothing) {
+  constexpr int kSize = 2;
+  DecoderModelOptions options = SplitOptions(16, 48, 64, 64);
+  auto group = Group(kSize, absl::Milliseconds(500));
+  ASSERT_NE(group, nullptr);
+  auto ranks = Ranks(options, group);
+  ASSERT_EQ(static_cast<int>(ranks.size()), kSize);
+  // More requests than a batch holds, so work is queued when the fault comes.
+  const std::vector<DecodeRequest> requests = RandomRequests(options.config, 48);
+  std::vector<int> devices;
+  for (auto& rank : ranks) {
+    ASSERT_EQ(cudaSetDevice(rank->device()), cudaSuccess);
+    ASSERT_TRUE(rank->WriteRequests(0, requests).ok());
+    devices.push_back(rank->device());
+  }
+  std::vector<WorkItem> items;
+  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(ranks[0]->WorkItemFor(i));
+  auto runtimes = LockstepRuntimes(ranks, options, {}, Engine::kTailLaunch, absl::Seconds(1));
+  ASSERT_EQ(static_cast<int>(runtimes.size()), kSize);
+  ASSERT_EQ(cudaSetDevice(devices[1]), cudaSuccess);
+  BATON_ASSERT_OK(runtimes[1]->Start(Engine::kTailLaunch));
+  ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
+  BATON_ASSERT_OK(runtimes[0]->Submit(items));
+  BATON_ASSERT_OK(runtimes[0]->Start(Engine::kTailLaunch));
+  // A few steps first.
+  std::size_t completed = 0;
+  const auto counted = [&completed](const Completion&) { ++completed; };
+  BATON_ASSERT_OK(PollUntil(
+      *runtimes[0], [&] { return runtimes[0]->stats().steps >= 8; }, counted));
+  ASSERT_EQ(cudaSetDevice(devices[1]), cudaSuccess);
+  const auto injected = std::chrono::steady_clock::now();
+  BATON_ASSERT_OK(runtimes[1]->Abort().status());
+  ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
+  absl::Status failure;
+  const Deadline deadline(std::chrono::seconds(20));
+  std::vector<Completion> out(64);
+  while (failure.ok() && !deadline.passed()) {
+    const absl::StatusOr<std::size_t> n = runtimes[0]->Poll(absl::MakeSpan(out));
+    if (n.ok()) completed += *n;
+    if (!n.ok()) failure = n.status();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - injected).count();
+  EXPECT_EQ(failure.code(), absl::StatusCode::kAborted) << failure;
+  EXPECT_NE(failure.message().find("rank 1"), absl::string_view::npos) << failure;
+  // At most a step, the all-reduce's wait_timeout and rank 0's patience.
+  EXPECT_LT(seconds, 0.5 + 1.0 + 2.0) << failure;
+  BATON_ASSERT_OK_AND_ASSIGN(const StopReport report, runtimes[0]->Abort());
+  EXPECT_EQ(completed + report.completions.size() + report.in_flight.size() + report.still_queued,
+            items.size())
+      << "requests lost: " << completed << " completed, " << report.in_flight.size()
+      << " in flight, " << report.still_queued << " queued";
+  EXPECT_LT(completed + report.completions.size(), items.size()) << "the fault came after the end";
+  std::printf(
+      "  fault on rank 1: rank 0 stopped %.3f s later naming it; %zu completed, %zu in "
+      "flight, %llu queued\n",
+      seconds, completed + report.completions.size(), report.in_flight.size(),
+      static_cast<unsigned long long>(report.still_queued));
+  for (int r = kSize - 1; r >= 0; --r) {
+    ASSERT_EQ(cudaSetDevice(devices[r]), cudaSuccess);
+    runtimes[r].reset();
+  }
+  ASSERT_EQ(cudaSetDevice(devices[0]), cudaSuccess);
 }
 
 TEST_F(DecoderTensorParallelTest, ARankWhosePeersNeverComeFaultsInsteadOfHanging) {
