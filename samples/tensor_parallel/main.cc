@@ -16,12 +16,19 @@
 //    --context tokens each, replayed as captured graphs with no decision
 //    (HostLoop::EnqueueScheduleReplay: a lower bound on any driver of the
 //    same steps); the slowest rank's median over --repeats.
+//  - With --lockstep, the device-decided loop ("baton-lockstep"): each rank's Runtime on its
+//    GPU, their device schedulers in lockstep (baton/lockstep_group.h; TP1:
+//    one Runtime), tail-launch engine, running the batch's requests (prompts
+//    of --context tokens read in chunks, then decoding): µs per step over
+//    --steps decode steps, from rank 0's step counter and the host clock,
+//    once every prompt has been read.
 //  - Floor: (a rank's weight bytes + its KV bytes read) / the measured HBM
 //    read bandwidth + 2 x layers x the latency of Baton's all-reduce of one
 //    step's rows (measured here, 64 calls in a graph, like samples/all_reduce).
 // No NCCL: the ranks exchange over peer memory (never NVLink
 // multicast). Sizes above the visible GPUs are skipped with a note.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -37,7 +44,9 @@
 #include "baton/cuda_resources.h"
 #include "baton/decoder_model.h"
 #include "baton/device.h"
+#include "baton/lockstep_group.h"
 #include "baton/peer_group.h"
+#include "baton/runtime.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
 #include "common/bandwidth.h"
@@ -58,6 +67,9 @@ ABSL_FLAG(int, parity_requests, 4, "greedy requests whose tokens are compared ac
 ABSL_FLAG(int, parity_tokens, 32, "new tokens of each parity request");
 ABSL_FLAG(std::string, gemm, "auto", "projections: auto (DecoderGemm::kAuto) or gemv (kBatonGemv)");
 ABSL_FLAG(int, staging_mib, 64, "PeerGroupOptions::max_bytes, in MiB");
+ABSL_FLAG(bool, lockstep, false,
+          "also time the device-decided loop: each rank's Runtime, their schedulers in lockstep "
+          "(driver baton-lockstep)");
 ABSL_FLAG(int, as_rank_of, 1,
           "N > 1: run one rank's share of the preset (heads, key/value heads, FFN width and "
           "vocabulary divided by N) as a whole model on one GPU, at --tp=1: the rank's kernels "
@@ -132,7 +144,8 @@ absl::StatusOr<Ranks> Load(DecoderModelOptions options, int size) {
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < size; ++r) {
     if (!statuses[r].ok()) {
-      return absl::Status(statuses[r].code(), absl::StrCat("rank ", r, ": ", statuses[r].message()));
+      return absl::Status(statuses[r].code(),
+                          absl::StrCat("rank ", r, ": ", statuses[r].message()));
     }
     ranks.programs.push_back(ranks.models[r]->MakeStepProgram());
     ranks.devices.push_back(ranks.models[r]->device());
@@ -168,14 +181,14 @@ absl::StatusOr<double> AllReduceMicros(const PeerGroup& group, std::size_t bytes
     BATON_RETURN_IF_ERROR(ranks[r].data.Fill(0));
     BATON_ASSIGN_OR_RETURN(ranks[r].start, CreateEvent());
     BATON_ASSIGN_OR_RETURN(ranks[r].stop, CreateEvent());
-    BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(ranks[r].stream.get(), [&](cudaStream_t s) {
-                             for (int k = 0; k < kCalls; ++k) {
-                               BATON_RETURN_IF_ERROR(group.AllReduce(
-                                   r, ranks[r].data.data(), ranks[r].data.data(), bytes / 2,
-                                   DecoderDType::kBFloat16, s));
-                             }
-                             return absl::OkStatus();
-                           }));
+    BATON_ASSIGN_OR_RETURN(
+        Graph graph, CaptureGraph(ranks[r].stream.get(), [&](cudaStream_t s) {
+          for (int k = 0; k < kCalls; ++k) {
+            BATON_RETURN_IF_ERROR(group.AllReduce(r, ranks[r].data.data(), ranks[r].data.data(),
+                                                  bytes / 2, DecoderDType::kBFloat16, s));
+          }
+          return absl::OkStatus();
+        }));
     BATON_ASSIGN_OR_RETURN(ranks[r].graph, InstantiateGraph(graph.get()));
   }
   std::vector<double> per_call;
@@ -236,6 +249,88 @@ absl::StatusOr<double> ReplayMicros(Ranks& ranks, int steps, int repeats) {
   return Median(per_step);
 }
 
+// The device-decided loop's time per decode step (see the header): `batch`
+// requests of `context` prompt tokens on every rank's Runtime, rank 0's
+// scheduler deciding; timed between rank 0's step counts once the prompts
+// are read and `steps` decode steps later; then aborted.
+absl::StatusOr<double> LockstepMicros(Ranks& ranks, const DecoderModelOptions& options,
+                                      std::uint32_t batch, int context, int steps) {
+  const int size = static_cast<int>(ranks.models.size());
+  std::shared_ptr<const LockstepGroup> group;
+  if (size > 1) {
+    LockstepGroupOptions o;
+    o.devices = ranks.devices;
+    o.max_batch = options.max_batch;
+    o.max_tokens = StepRowsLimit(options.tokens(), options.max_batch);
+    o.min_page_tokens = options.kv_page_tokens;
+    o.patience = absl::Seconds(30);  // a rank capturing late is no fault
+    BATON_ASSIGN_OR_RETURN(group, LockstepGroup::Create(o));
+  }
+  const DecoderConfig& c = ranks.models[0]->config();
+  // Prompt steps at most: every prompt's rows through the step budget (the
+  // requests' limits leave more than these and `steps` to decode: Run sizes
+  // max_context so).
+  const std::uint64_t prompt_steps =
+      (std::uint64_t{batch} * context + options.max_tokens_per_step - 1) /
+          options.max_tokens_per_step +
+      2;
+  std::vector<DecodeRequest> requests(batch);
+  for (std::uint32_t i = 0; i < batch; ++i) {
+    for (int t = 0; t < context; ++t)
+      requests[i].prompt.push_back((i * 7919 + t * 104729) % c.vocab);
+    requests[i].max_new_tokens = options.max_context - static_cast<std::uint32_t>(context) - 1;
+  }
+  BATON_RETURN_IF_ERROR(WriteEverywhere(ranks, requests));
+  std::vector<std::unique_ptr<Runtime>> runtimes(size);
+  for (int r = 0; r < size; ++r) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
+    RuntimeOptions o;
+    o.lockstep = group;
+    o.lockstep_rank = size > 1 ? r : 0;
+    BATON_ASSIGN_OR_RETURN(runtimes[r], Runtime::Create(o));
+    BATON_RETURN_IF_ERROR(runtimes[r]->RegisterStepProgram(ranks.programs[r]));
+    BATON_RETURN_IF_ERROR(runtimes[r]->Prepare(Engine::kTailLaunch));
+  }
+  for (int r = size - 1; r >= 1; --r) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
+    BATON_RETURN_IF_ERROR(runtimes[r]->Start(Engine::kTailLaunch));
+  }
+  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[0]));
+  std::vector<WorkItem> items;
+  for (std::uint32_t i = 0; i < batch; ++i) items.push_back(ranks.models[0]->WorkItemFor(i));
+  Runtime& lead = *runtimes[0];
+  BATON_RETURN_IF_ERROR(lead.Submit(items));
+  BATON_RETURN_IF_ERROR(lead.Start(Engine::kTailLaunch));
+  // Rank 0's step count and the time it was read at, once it reaches `at`.
+  std::vector<Completion> done(batch);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto reach = [&](std::uint64_t at) -> absl::StatusOr<std::pair<std::uint64_t, double>> {
+    for (;;) {
+      BATON_ASSIGN_OR_RETURN(const std::size_t n, lead.Poll(absl::MakeSpan(done)));
+      if (n != 0) return absl::InternalError("a request finished inside the timed window");
+      const std::uint64_t now_steps = lead.stats().steps;
+      const auto now = std::chrono::steady_clock::now();
+      if (now_steps >= at) {
+        return std::make_pair(
+            now_steps, std::chrono::duration<double, std::micro>(now.time_since_epoch()).count());
+      }
+      if (now > deadline) return absl::DeadlineExceededError("the lockstep run stalled");
+    }
+  };
+  BATON_ASSIGN_OR_RETURN(const auto first, reach(prompt_steps + 4));
+  BATON_ASSIGN_OR_RETURN(const auto last, reach(first.first + steps));
+  BATON_RETURN_IF_ERROR(lead.Abort().status());
+  for (int r = 1; r < size; ++r) {
+    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
+    BATON_RETURN_IF_ERROR(runtimes[r]->Stop().status());
+    runtimes[r].reset();
+  }
+  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[0]));
+  runtimes[0].reset();
+  if (ranks.group != nullptr) BATON_RETURN_IF_ERROR(ranks.group->CheckFaults());
+  return (last.second - first.second) / static_cast<double>(last.first - first.first);
+}
+
 absl::Status Run(Report& report) {
   BATON_ASSIGN_OR_RETURN(const std::vector<std::uint32_t> sizes,
                          ParsePositiveList(absl::GetFlag(FLAGS_tp), "tp"));
@@ -276,13 +371,16 @@ absl::Status Run(Report& report) {
     }
   }
   const std::uint32_t max_batch = *std::max_element(batches.begin(), batches.end());
-  const int max_context = std::max(context + steps, 16 + parity_tokens) + 64;
+  // The lockstep driver's requests decode past their prompt steps, then
+  // --steps timed steps (LockstepMicros), with room to spare.
+  const int prompt_steps = static_cast<int>((std::uint64_t{max_batch} * context + 255) / 256 + 8);
+  const int max_context = std::max(context + steps + prompt_steps, 16 + parity_tokens) + 64;
   options.config.max_context = max_context;
   options.max_context = static_cast<std::uint32_t>(max_context);
   options.max_batch = std::max<std::uint32_t>(max_batch, parity_requests);
   options.max_tokens_per_step = std::max<std::uint32_t>(options.max_batch, 256);
   options.max_tokens_without_decodes = 0;
-  options.max_requests = std::max(parity_requests, 2);
+  options.max_requests = std::max<std::uint32_t>(std::max(parity_requests, 2), max_batch);
   options.max_logprobs = 0;
   options.gemm = absl::GetFlag(FLAGS_gemm) == "gemv" ? DecoderGemm::kBatonGemv : DecoderGemm::kAuto;
   report.SetParam("model", model_name);
@@ -345,8 +443,8 @@ absl::Status Run(Report& report) {
     replay[0].prompt = {0};
     replay[0].max_new_tokens = static_cast<std::uint32_t>(max_context - 1);
     replay[1] = replay[0];
-    BATON_RETURN_IF_ERROR(WriteEverywhere(ranks, replay));
     for (const std::uint32_t batch : batches) {
+      BATON_RETURN_IF_ERROR(WriteEverywhere(ranks, replay));
       ScheduleRun run;
       run.batch = batch;
       run.rows = batch;
@@ -382,6 +480,20 @@ absl::Status Run(Report& report) {
           .Set("parity_of", static_cast<std::int64_t>(parity_requests))
           .Set("parity_vs_tp", static_cast<std::int64_t>(first_size))
           .Set("first_divergence", static_cast<std::int64_t>(first_divergence));
+      if (!absl::GetFlag(FLAGS_lockstep)) continue;
+      BATON_ASSIGN_OR_RETURN(const double lockstep_us,
+                             LockstepMicros(ranks, options, batch, context, steps));
+      report.AddRow()
+          .Set("model", model_name)
+          .Set("tp", static_cast<std::int64_t>(size))
+          .Set("batch", static_cast<std::int64_t>(batch))
+          .Set("context", static_cast<std::int64_t>(context))
+          .Set("driver", "baton-lockstep")
+          .Set("us_per_step", lockstep_us)
+          .Set("floor_us", floor_us)
+          .Set("allreduce_us", allreduce_us)
+          .Set("vs_floor", lockstep_us / floor_us)
+          .Set("vs_graphs", lockstep_us / us);
     }
     for (std::size_t r = 0; r < ranks.models.size(); ++r) {  // each rank's memory on its GPU
       BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
