@@ -39,7 +39,12 @@ def tensor_parallel_block():
     out = []
     for path in found:
         d = b.json(path)
-        baton = {(r["tp"], r["batch"]): r for r in d["rows"] if r.get("source") == "baton"}
+        # Baton's graph replay (the bound; files before the lockstep driver name no driver), and where the file
+        # has them the device-decided loop's rows (samples/tensor_parallel --lockstep).
+        baton = {(r["tp"], r["batch"]): r for r in d["rows"]
+                 if r.get("source") == "baton" and r.get("driver", "baton-graphs") == "baton-graphs"}
+        lockstep = {(r["tp"], r["batch"]): r for r in d["rows"]
+                    if r.get("source") == "baton" and r.get("driver") == "baton-lockstep"}
         best = {}
         for r in d["rows"]:
             if r.get("source") != "pytorch" or r.get("us_per_step") is None:
@@ -54,6 +59,11 @@ def tensor_parallel_block():
                 ("Baton µs/step (× floor)",
                  lambda k: f"{baton[k]['us_per_step']:,.0f} ({b.derive(baton[k]['us_per_step'] / baton[k]['floor_us']):.2f}×)"),
                 ("floor µs", lambda k: f"{baton[k]['floor_us']:,.0f}")]
+        if lockstep:
+            cols[2] = ("Baton graph replay µs/step (× floor)", cols[2][1])
+            cols.insert(3, ("device-decided loop µs/step (× floor)", lambda k: "" if k not in lockstep else
+                            f"{lockstep[k]['us_per_step']:,.0f} "
+                            f"({b.derive(lockstep[k]['us_per_step'] / lockstep[k]['floor_us']):.2f}×)"))
         if best:
             cols += [("best PyTorch µs/step", lambda k: "" if k not in best else
                       f"{best[k]['us_per_step']:,.0f} ({best[k]['driver'].replace('pytorch-', '')})"),
