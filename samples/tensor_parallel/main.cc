@@ -144,8 +144,7 @@ absl::StatusOr<Ranks> Load(DecoderModelOptions options, int size) {
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < size; ++r) {
     if (!statuses[r].ok()) {
-      return absl::Status(statuses[r].code(),
-                          absl::StrCat("rank ", r, ": ", statuses[r].message()));
+      return absl::Status(statuses[r].code(), absl::StrCat("rank ", r, ": ", statuses[r].message()));
     }
     ranks.programs.push_back(ranks.models[r]->MakeStepProgram());
     ranks.devices.push_back(ranks.models[r]->device());
@@ -181,14 +180,14 @@ absl::StatusOr<double> AllReduceMicros(const PeerGroup& group, std::size_t bytes
     BATON_RETURN_IF_ERROR(ranks[r].data.Fill(0));
     BATON_ASSIGN_OR_RETURN(ranks[r].start, CreateEvent());
     BATON_ASSIGN_OR_RETURN(ranks[r].stop, CreateEvent());
-    BATON_ASSIGN_OR_RETURN(
-        Graph graph, CaptureGraph(ranks[r].stream.get(), [&](cudaStream_t s) {
-          for (int k = 0; k < kCalls; ++k) {
-            BATON_RETURN_IF_ERROR(group.AllReduce(r, ranks[r].data.data(), ranks[r].data.data(),
-                                                  bytes / 2, DecoderDType::kBFloat16, s));
-          }
-          return absl::OkStatus();
-        }));
+    BATON_ASSIGN_OR_RETURN(Graph graph, CaptureGraph(ranks[r].stream.get(), [&](cudaStream_t s) {
+                             for (int k = 0; k < kCalls; ++k) {
+                               BATON_RETURN_IF_ERROR(group.AllReduce(
+                                   r, ranks[r].data.data(), ranks[r].data.data(), bytes / 2,
+                                   DecoderDType::kBFloat16, s));
+                             }
+                             return absl::OkStatus();
+                           }));
     BATON_ASSIGN_OR_RETURN(ranks[r].graph, InstantiateGraph(graph.get()));
   }
   std::vector<double> per_call;

@@ -72,8 +72,8 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
     info_.context_limit = absl::StrCat("DecoderConfig::max_context (", config_.max_context, ")");
   }
   if (const absl::Status split = detail::ValidateTensorParallel(config_, tp_); !split.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(info_.source, ": ", split.message(),
-                                                   " (DecoderModelOptions::tensor_parallel)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(info_.source, ": ", split.message(), " (DecoderModelOptions::tensor_parallel)"));
   }
   rank_config_ = tp_.size > 1 ? detail::RankConfig(config_, tp_) : config_;
   // The GPU work starts here, on the rank's device.
@@ -90,7 +90,7 @@ absl::Status DecoderModel::Impl::Init(const DecoderModelOptions& options) {
   } else {
     BATON_ASSIGN_OR_RETURN(
         weights_, detail::ModelWeights::Generate(config_, options.weight_seed, stream_.get(),
-                                                 options.load_progress, tp_));
+                                                      options.load_progress, tp_));
   }
   BATON_RETURN_IF_ERROR(SizeKvPool(ckpt.has_value(), ckpt.has_value() && options.max_context == 0));
   rank_config_.max_context = config_.max_context;
@@ -162,8 +162,7 @@ absl::Status DecoderModel::Impl::SizeKvPool(bool checkpoint, bool fit_context) {
 // per-position state, the request table, the token stream and the step
 // clock.
 absl::Status DecoderModel::Impl::AllocateState() {
-  const DecoderConfig& c =
-      rank_config_;  // (the logits and selection's tables: config_'s vocabulary)
+  const DecoderConfig& c = rank_config_;  // (the logits and selection's tables: config_'s vocabulary)
   cudaStream_t s = stream_.get();
   // [pool pages, kv_heads, page_tokens, head_dim] per layer, keys and values,
   // and the page table the scheduler writes ([max_batch][pages_per_slot]).
