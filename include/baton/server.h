@@ -74,6 +74,13 @@ struct ServerEvent {
   std::string logprobs_error;
 };
 
+// The LockstepGroupOptions a model of `model`'s options split across
+// `devices` needs (its batch, its largest step's rows, its page size): what
+// the server makes its ranks' group with (tensor_parallel_size), for
+// programs that run the ranks' runtimes themselves.
+[[nodiscard]] LockstepGroupOptions LockstepGroupOptionsFor(const DecoderModelOptions& model,
+                                                           std::vector<int> devices);
+
 // Checks everything that needs no GPU (the model's and the runtime's options).
 [[nodiscard]] absl::Status ValidateServerOptions(const ServerOptions& options);
 

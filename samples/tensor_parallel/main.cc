@@ -47,6 +47,7 @@
 #include "baton/lockstep_group.h"
 #include "baton/peer_group.h"
 #include "baton/runtime.h"
+#include "baton/server.h"
 #include "baton/status.h"
 #include "baton/step_graph.h"
 #include "common/bandwidth.h"
@@ -257,11 +258,7 @@ absl::StatusOr<double> LockstepMicros(Ranks& ranks, const DecoderModelOptions& o
   const int size = static_cast<int>(ranks.models.size());
   std::shared_ptr<const LockstepGroup> group;
   if (size > 1) {
-    LockstepGroupOptions o;
-    o.devices = ranks.devices;
-    o.max_batch = options.max_batch;
-    o.max_tokens = StepRowsLimit(options.tokens(), options.max_batch);
-    o.min_page_tokens = options.kv_page_tokens;
+    LockstepGroupOptions o = LockstepGroupOptionsFor(options, ranks.devices);
     o.patience = absl::Seconds(30);  // a rank capturing late is no fault
     BATON_ASSIGN_OR_RETURN(group, LockstepGroup::Create(o));
   }
@@ -285,7 +282,7 @@ absl::StatusOr<double> LockstepMicros(Ranks& ranks, const DecoderModelOptions& o
     BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
     RuntimeOptions o;
     o.lockstep = group;
-    o.lockstep_rank = size > 1 ? r : 0;
+    o.lockstep_rank = r;
     BATON_ASSIGN_OR_RETURN(runtimes[r], Runtime::Create(o));
     BATON_RETURN_IF_ERROR(runtimes[r]->RegisterStepProgram(ranks.programs[r]));
     BATON_RETURN_IF_ERROR(runtimes[r]->Prepare(Engine::kTailLaunch));

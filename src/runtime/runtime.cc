@@ -185,19 +185,11 @@ class Runtime::Impl {
 
  private:
   absl::Status StartEngine(Engine engine) {
-    switch (state_) {
-      case State::kCreated:
-        return absl::FailedPreconditionError(
-            "Start: no step program registered: call RegisterStepProgram first");
-      case State::kRunning:
-        return absl::FailedPreconditionError(absl::StrCat(
-            "Start: the ", EngineName(engine_), " engine is already running: Stop it first"));
-      case State::kFailed:
-        return FailedEarlier("Start");
-      default:
-        break;
+    if (state_ == State::kRunning) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Start: the ", EngineName(engine_), " engine is already running: Stop it first"));
     }
-    BATON_RETURN_IF_ERROR(PrepareEngine(engine, "Start"));
+    BATON_RETURN_IF_ERROR(PrepareEngine(engine, "Start"));  // (refuses kCreated and kFailed)
     BATON_RETURN_IF_ERROR(loop_->WriteControl(detail::SchedulerControl{}));
     engine_ = engine;
     state_ = State::kRunning;

@@ -104,6 +104,16 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+LockstepGroupOptions LockstepGroupOptionsFor(const DecoderModelOptions& model,
+                                             std::vector<int> devices) {
+  LockstepGroupOptions options;
+  options.devices = std::move(devices);
+  options.max_batch = model.max_batch;
+  options.max_tokens = StepRowsLimit(model.tokens(), model.max_batch);
+  options.min_page_tokens = model.kv_page_tokens;
+  return options;
+}
+
 // What Create makes before the server exists (a failure part-way destroys
 // it: the ranks, then their groups).
 struct Server::Parts {
@@ -147,12 +157,8 @@ absl::Status Server::CreateRanks(const ServerOptions& options, Parts& parts) {
   peers.devices = devices;
   BATON_ASSIGN_OR_RETURN(peers.max_bytes, TensorParallelExchangeBytes(options.model, n));
   BATON_ASSIGN_OR_RETURN(parts.peers, PeerGroup::Create(peers));
-  LockstepGroupOptions lockstep;
-  lockstep.devices = devices;
-  lockstep.max_batch = options.model.max_batch;
-  lockstep.max_tokens = StepRowsLimit(options.model.tokens(), options.model.max_batch);
-  lockstep.min_page_tokens = options.model.kv_page_tokens;
-  BATON_ASSIGN_OR_RETURN(parts.lockstep, LockstepGroup::Create(lockstep));
+  BATON_ASSIGN_OR_RETURN(parts.lockstep,
+                         LockstepGroup::Create(LockstepGroupOptionsFor(options.model, devices)));
   for (int r = 0; r < n; ++r) {
     const detail::DeviceScope scope(devices[r]);
     BATON_CUDA_RETURN_IF_ERROR(scope.status());
@@ -355,13 +361,12 @@ absl::Status Server::Close() {
   }
   // Followers end with rank 0's end; after a failure of rank 0's they leave
   // on their own abort instead of waiting for it.
-  for (const Rank& rank : followers_) {
-    const detail::DeviceScope scope(rank.device);
-    const absl::Status ended =
-        (status.ok() ? rank.runtime->Stop() : rank.runtime->Abort()).status();
+  for (std::size_t f = 0; f < followers_.size(); ++f) {
+    const detail::DeviceScope scope(followers_[f].device);
+    Runtime& follower = *followers_[f].runtime;
+    const absl::Status ended = (status.ok() ? follower.Stop() : follower.Abort()).status();
     if (status.ok() && !ended.ok()) {
-      status = absl::Status(ended.code(), absl::StrCat("rank ", &rank - followers_.data() + 1, ": ",
-                                                       ended.message()));
+      status = absl::Status(ended.code(), absl::StrCat("rank ", f + 1, ": ", ended.message()));
     }
   }
   return status;

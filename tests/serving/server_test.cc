@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "baton/server.h"
 
@@ -79,6 +80,25 @@ TEST(ServerOptions, DefaultsAreValidAndEachRefusalNamesItsOption) {
   ServerOptions split;
   split.tensor_parallel_size = kMaxPeerRanks;  // (the GPUs are counted at Create)
   EXPECT_TRUE(ValidateServerOptions(split).ok());
+}
+
+// The lockstep group a split model needs: its batch, its largest step's
+// rows (the larger budget, and at least a row per item) and its page size.
+TEST(ServerOptions, LockstepGroupOptionsForHoldTheModelsLargestStep) {
+  DecoderModelOptions model;
+  model.max_batch = 16;
+  model.max_tokens_per_step = 48;
+  model.max_tokens_without_decodes = 64;
+  model.kv_page_tokens = 32;
+  const LockstepGroupOptions o = LockstepGroupOptionsFor(model, {0, 1});
+  EXPECT_EQ(o.devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(o.max_batch, 16u);
+  EXPECT_EQ(o.max_tokens, 64u);
+  EXPECT_EQ(o.min_page_tokens, 32u);
+  model.max_batch = 128;
+  model.max_tokens_per_step = 128;
+  model.max_tokens_without_decodes = 0;
+  EXPECT_EQ(LockstepGroupOptionsFor(model, {0, 1}).max_tokens, 128u);
 }
 
 // What a rank's PeerGroup must hold: the larger of a step's rows of the
