@@ -99,12 +99,22 @@ while read -r name; do
 done < "$bin/gpu_tests.txt"
 
 if [ "${BATON_SUITE_SKIP_SAMPLES:-0}" != 1 ]; then
+  gpus=$(nvidia-smi -L | grep -c '^GPU')
+  rm -f "$out/samples_skipped.txt"
   # A manifest entry is NAME, or NAME@LABEL for another run of the same
   # sample (baton_add_sample_run), logged as NAME-LABEL.
   while IFS=$'\t' read -r entry args; do
     [ -n "$entry" ] || continue
     name=${entry%%@*}
     run=${entry/@/-}
+    # A run split across more GPUs (--tp=N) than are visible is skipped and
+    # listed (summarize_gpu_suite.py reports it beside the multi-GPU tests).
+    need=$(grep -oE -- '--tp=[0-9]+' <<< "$args" | head -1 | cut -d= -f2)
+    if [ -n "$need" ] && [ "$need" -gt "$gpus" ]; then
+      echo "== sample $run: needs $need GPUs, $gpus visible: skipped"
+      printf '%s\t%s\n' "$run" "needs $need GPUs, $gpus visible" >> "$out/samples_skipped.txt"
+      continue
+    fi
     echo "== sample $name $args"
     # shellcheck disable=SC2086 # args are a word list from the manifest
     timeout "$timeout_s" "$bin/$name" $args --json="$out/samples/$run.json" > "$out/logs/$run.log" 2>&1

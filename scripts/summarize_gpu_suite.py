@@ -4,7 +4,8 @@
 Counts gtest results per binary (passed / failed / skipped; a skipped GPU test
 on a GPU machine counts against the run, except a multi-GPU test skipped on a
 machine with fewer GPUs: its skip message starts "multi-GPU:" and it counts as
-skipped_multi_gpu) and collects each sample's verdict.
+skipped_multi_gpu) and collects each sample's verdict; a sample run split across more GPUs than the machine
+has (gpu_suite.sh lists it in samples_skipped.txt) is reported as skipped, not failed.
 """
 import csv
 import datetime
@@ -67,6 +68,10 @@ def main(out):
                 entry["params"] = data.get("params", {})
             summary["samples"][name] = entry
             ok &= rc == 0
+    skipped_file = out / "samples_skipped.txt"  # runs split across more GPUs than visible
+    for line in (skipped_file.read_text().splitlines() if skipped_file.exists() else []):
+        name, _, reason = line.partition("\t")
+        summary["samples"][name] = {"skipped": reason}
     totals = {k: sum(t.get(k, 0) for t in summary["tests"].values())
               for k in ("passed", "failed", "skipped", "skipped_multi_gpu")}
     summary["totals"] = totals
@@ -80,6 +85,9 @@ def main(out):
                      f"{t['skipped']} skipped{multi} (exit {t['exit']})")
         lines += [f"         FAILED {f}" for f in t["failures"]]
     for name, s in summary["samples"].items():
+        if "skipped" in s:
+            lines.append(f"  sample {name:32s} skipped ({s['skipped']})")
+            continue
         lines.append(f"  sample {name:32s} {'Passed' if s.get('passed') and s['exit'] == 0 else 'FAILED'} "
                      f"(exit {s['exit']})")
     multi = (f" ({totals['skipped_multi_gpu']} multi-GPU tests skipped: too few GPUs)"

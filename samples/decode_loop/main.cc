@@ -16,13 +16,20 @@
 // same buckets and batches, replayed from multi-step graphs with no per-step
 // decision; HostLoop::EnqueueScheduleReplay), tokens/s, and the HBM floor
 // (weight bytes / the better of the measured copy and pure-read bandwidths).
+//
+// --tp n splits each model across GPUs 0..n-1 (common/ranks.h): the host
+// loop decides each step once and launches it on every rank; each engine
+// runs a Runtime per rank, their device schedulers in lockstep, rank 0's
+// taking the work. Tokens and the step clock are rank 0's; the floor is one
+// rank's weights (the all-reduces' latency not included: samples/
+// tensor_parallel measures it).
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,8 +49,10 @@
 #include "baton/trace.h"
 #include "common/bandwidth.h"
 #include "common/init.h"
+#include "common/ranks.h"
 #include "common/report.h"
 #include "common/timing.h"
+#include "decode_loop/drivers.h"
 #include "decode_loop/host_loop.h"
 #include "decode_loop/parity_dump.h"
 #include "decode_loop/presets.h"
@@ -101,6 +110,9 @@ ABSL_FLAG(
     "write the device trace (Chrome/Perfetto JSON) of the first scenario's first Baton engine "
     "to this file; that engine's timings then include the trace's cost");
 ABSL_FLAG(std::uint64_t, seed, 1, "weights, prompts and sampling seed");
+ABSL_FLAG(int, tp, 1,
+          "GPUs each model is split across (tensor parallelism, GPUs 0..tp-1; common/ranks.h): "
+          "every driver runs every rank, the engines' device schedulers in lockstep");
 
 namespace baton::samples {
 namespace {
@@ -109,130 +121,6 @@ struct Scenario {
   std::string model;
   std::uint32_t batch = 0;
 };
-
-struct RunResult {
-  double seconds = 0;
-  std::uint64_t steps = 0;
-  std::uint64_t tokens = 0;
-  std::vector<double> step_us;  // consecutive step-end differences
-  std::map<std::uint32_t, std::vector<std::int32_t>> tokens_by_entry;
-};
-
-// Reads the tokens and step clock of a finished run.
-absl::Status Collect(DecoderModel& model, const std::vector<Completion>& completions,
-                     std::uint64_t first_step, RunResult& result) {
-  for (const Completion& c : completions) {
-    if (c.value == kRefusedRequest) {
-      return absl::InternalError(absl::StrCat("entry ", c.id, " was refused"));
-    }
-    result.tokens += c.value;
-    BATON_ASSIGN_OR_RETURN(result.tokens_by_entry[c.id], model.ReadGenerated(c.id, c.value));
-  }
-  const std::uint32_t n = static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(result.steps, model.options().step_clock_size));
-  BATON_ASSIGN_OR_RETURN(std::vector<std::uint64_t> ends,
-                         model.ReadStepEnds(first_step + result.steps - n, n));
-  for (std::size_t i = 1; i < ends.size(); ++i) {
-    result.step_us.push_back(static_cast<double>(ends[i] - ends[i - 1]) * 1e-3);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<RunResult> RunHost(DecoderModel& model, HostLoop& loop,
-                                  const std::vector<DecodeRequest>& requests) {
-  BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
-  std::vector<WorkItem> items;
-  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(model.WorkItemFor(i));
-  std::vector<Completion> completions;
-  RunResult result;
-  const std::uint64_t first = loop.steps();
-  const auto t0 = std::chrono::steady_clock::now();
-  BATON_RETURN_IF_ERROR(loop.Run(items, first, completions));
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  result.steps = loop.steps() - first;
-  BATON_RETURN_IF_ERROR(Collect(model, completions, first, result));
-  return result;
-}
-
-absl::StatusOr<RunResult> RunEngine(DecoderModel& model, Runtime& runtime, Engine engine,
-                                    const std::vector<DecodeRequest>& requests) {
-  BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
-  std::vector<WorkItem> items;
-  for (std::uint32_t i = 0; i < requests.size(); ++i) items.push_back(model.WorkItemFor(i));
-  BATON_RETURN_IF_ERROR(runtime.Start(engine));
-  const std::uint64_t first = runtime.stats().steps;
-  std::vector<Completion> completions;
-  std::vector<Completion> out(256);
-  RunResult result;
-  const auto t0 = std::chrono::steady_clock::now();
-  BATON_RETURN_IF_ERROR(runtime.Submit(items));
-  const auto deadline = t0 + std::chrono::seconds(120);
-  while (completions.size() < requests.size()) {
-    BATON_ASSIGN_OR_RETURN(const size_t n, runtime.Poll(absl::MakeSpan(out)));
-    completions.insert(completions.end(), out.begin(), out.begin() + n);
-    if (std::chrono::steady_clock::now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("only ", completions.size(), " of ", requests.size(), " requests in 120 s"));
-    }
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BATON_ASSIGN_OR_RETURN(StopReport report, runtime.Stop());
-  if (!report.completions.empty() || report.still_queued != 0) {
-    return absl::InternalError("work left over after every request completed");
-  }
-  result.steps = runtime.stats().steps - first;
-  BATON_RETURN_IF_ERROR(Collect(model, completions, first, result));
-  return result;
-}
-
-struct EngineChoice {
-  std::string key;  // the --engines name
-  std::string label;
-  bool host = false;
-  Engine engine = Engine::kTailLaunch;
-  std::uint32_t tail_steps_per_launch = RuntimeOptions{}.tail_steps_per_launch;
-  std::uint32_t conditional_steps_per_iteration = RuntimeOptions{}.conditional_steps_per_iteration;
-};
-
-absl::StatusOr<std::vector<EngineChoice>> ParseEngines(const std::string& text,
-                                                       const std::string& gemm) {
-  std::vector<EngineChoice> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    if (part == "host") {
-      out.push_back({"host", "host graph + sync", true});
-    } else if (part == "tail") {
-      out.push_back({"tail", "Baton tail-launch", false, Engine::kTailLaunch});
-    } else if (part == "tail2") {
-      out.push_back(
-          {"tail2", "Baton tail-launch, 2 steps per launch", false, Engine::kTailLaunch, 2});
-    } else if (part == "conditional2") {
-      out.push_back({"conditional2", "Baton conditional, 2 steps per iteration", false,
-                     Engine::kConditional, 2, 2});
-    } else if (part == "conditional") {
-      out.push_back({"conditional", "Baton conditional", false, Engine::kConditional});
-    } else if (part == "dp") {
-      out.push_back({"dp", "Baton dynamic parallelism", false, Engine::kDynamicParallelism});
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--engines: unknown driver '", part,
-                       "'; use host, tail, tail2, conditional, conditional2, dp"));
-    }
-  }
-  if (out.empty() || !out.front().host) {
-    return absl::InvalidArgumentError(
-        "--engines must start with host: the baseline every engine is compared against");
-  }
-  for (const EngineChoice& choice : out) {
-    if (choice.engine == Engine::kDynamicParallelism && !choice.host && gemm != "gemv") {
-      return absl::InvalidArgumentError(
-          "--engines: dp runs the decoder's device step, whose projections are always Baton's "
-          "GEMV, so with --gemm=cublaslt or auto its tokens would differ from the other drivers': "
-          "pass "
-          "--gemm=gemv, or drop dp from --engines");
-    }
-  }
-  return out;
-}
 
 // The model of a scenario: a --models preset or the --checkpoint, with the
 // flags' dtype, GEMM and sampling.
@@ -273,7 +161,9 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   const std::uint32_t request_count = batch * absl::GetFlag(FLAGS_requests_per_slot);
   BATON_ASSIGN_OR_RETURN(const DecoderModelOptions options,
                          ModelOptionsFor(scenario, std::max<std::uint32_t>(request_count, 2)));
-  BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
+  const int tp = absl::GetFlag(FLAGS_tp);
+  BATON_ASSIGN_OR_RETURN(ModelRanks ranks, LoadRanks(options, tp));
+  DecoderModel* const model = &ranks.lead();  // rank 0: the tokens and the step clock
   const DecoderConfig& config = model->config();
   if (parity != nullptr) {  // as the model serves the checkpoint
     parity->dtype = config.dtype;
@@ -287,8 +177,10 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
     requests[i].max_new_tokens = absl::GetFlag(FLAGS_new_tokens);
     requests[i].sequence_id = i;
   }
-  const StepProgram program = model->MakeStepProgram();
-  const std::string name = absl::StrCat(scenario.model, " b", batch);
+  const std::vector<StepProgram> programs = ranks.Programs();
+  const StepProgram& program = programs[0];
+  const std::string name =
+      absl::StrCat(scenario.model, " b", batch, tp > 1 ? absl::StrCat(" tp", tp) : "");
   const double floor_us = model->weight_bytes() / bandwidth * 1e6;
 
   // The bound for the same work: every request is queued before the first
@@ -297,7 +189,7 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   // policy) is known; it is replayed with no decision and few graph
   // boundaries. A driver that ran another number of steps ran other work:
   // its overhead is not reported.
-  BATON_ASSIGN_OR_RETURN(auto host_loop, HostLoop::Create(program));
+  BATON_ASSIGN_OR_RETURN(auto host_loop, HostLoop::CreateRanks(programs, ranks.devices));
   const std::uint32_t prompt = static_cast<std::uint32_t>(absl::GetFlag(FLAGS_prompt_tokens));
   const std::vector<ScheduleRun> schedule = ScheduleRuns(
       request_count, prompt, static_cast<std::uint32_t>(absl::GetFlag(FLAGS_new_tokens)), batch,
@@ -311,8 +203,8 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   replay[0].max_new_tokens = context - 1;
   replay[1].prompt.assign(context - 1, 0);
   replay[1].max_new_tokens = 1;
-  BATON_RETURN_IF_ERROR(model->WriteRequests(0, replay));
-  BATON_RETURN_IF_ERROR(host_loop->PrepareScheduleReplay(program, schedule, model->WorkItemFor(0),
+  BATON_RETURN_IF_ERROR(ranks.WriteRequests(replay));
+  BATON_RETURN_IF_ERROR(host_loop->PrepareScheduleReplay(programs, schedule, model->WorkItemFor(0),
                                                          model->WorkItemFor(1)));
   BATON_ASSIGN_OR_RETURN(TimingSummary replay_time,
                          TimeWithEvents(host_loop->stream(), 1, repeats,
@@ -333,24 +225,20 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
   RunResult reference_run;
   std::map<std::string, double> tokens_per_s;
   for (const EngineChoice& choice : engines) {
-    std::unique_ptr<Runtime> runtime;
-    if (!choice.host) {
-      RuntimeOptions runtime_options;  // max_batch: the program's
-      runtime_options.queue_capacity = 1u << 12;
-      runtime_options.mailbox_capacity = 1u << 12;
-      runtime_options.tail_steps_per_launch = choice.tail_steps_per_launch;
-      runtime_options.conditional_steps_per_iteration = choice.conditional_steps_per_iteration;
-      if (trace) runtime_options.trace_capacity = 1u << 16;
-      BATON_ASSIGN_OR_RETURN(runtime, Runtime::Create(runtime_options));
-      BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(program));
-    }
+    std::optional<RankRuntimes> runtimes;  // the engine's (RunEngine makes them)
+    RuntimeOptions runtime_options;        // max_batch: the program's
+    runtime_options.queue_capacity = 1u << 12;
+    runtime_options.mailbox_capacity = 1u << 12;
+    runtime_options.tail_steps_per_launch = choice.tail_steps_per_launch;
+    runtime_options.conditional_steps_per_iteration = choice.conditional_steps_per_iteration;
+    if (trace) runtime_options.trace_capacity = 1u << 16;
     std::vector<double> step_means, p50s, p99s, rates;
     RunResult last;
     bool same_steps = true;  // every timed run ran the bound's schedule
     for (int r = 0; r <= repeats; ++r) {
-      absl::StatusOr<RunResult> run = choice.host
-                                          ? RunHost(*model, *host_loop, requests)
-                                          : RunEngine(*model, *runtime, choice.engine, requests);
+      absl::StatusOr<RunResult> run =
+          choice.host ? RunHost(ranks, *host_loop, requests)
+                      : RunEngine(ranks, runtime_options, choice, requests, runtimes);
       if (!run.ok()) {
         return absl::Status(run.status().code(),
                             absl::StrCat(name, ", ", choice.label, ": ", run.status().message()));
@@ -368,8 +256,8 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
       rates.push_back(run->tokens / run->seconds);
       last = std::move(*run);
     }
-    if (trace && runtime != nullptr) {
-      BATON_ASSIGN_OR_RETURN(const std::vector<TraceEvent> events, runtime->Trace());
+    if (trace && runtimes.has_value()) {
+      BATON_ASSIGN_OR_RETURN(const std::vector<TraceEvent> events, runtimes->lead().Trace());
       BATON_RETURN_IF_ERROR(WriteTraceJson(events, absl::GetFlag(FLAGS_trace)));
       report.SetParam("trace", absl::StrCat(absl::GetFlag(FLAGS_trace), " (", name, ", ",
                                             choice.label, ", ", events.size(), " events)"));
@@ -472,8 +360,14 @@ absl::Status RunScenario(const Scenario& scenario, const std::vector<EngineChoic
 }
 
 absl::Status Run(Report& report) {
+  const int tp = absl::GetFlag(FLAGS_tp);
+  // (--tp out of range: LoadRanks refuses it, naming the range)
+  if (tp > 1 && absl::GetFlag(FLAGS_soak_steps) > 0) {
+    return absl::InvalidArgumentError(
+        "--soak_steps runs one GPU's model: drop --tp, or run the soak without it");
+  }
   BATON_ASSIGN_OR_RETURN(std::vector<EngineChoice> engines,
-                         ParseEngines(absl::GetFlag(FLAGS_engines), absl::GetFlag(FLAGS_gemm)));
+                         ParseEngines(absl::GetFlag(FLAGS_engines), absl::GetFlag(FLAGS_gemm), tp));
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
   std::vector<std::string> models =
       absl::StrSplit(absl::GetFlag(FLAGS_models), ',', absl::SkipEmpty());
@@ -531,7 +425,8 @@ absl::Status Run(Report& report) {
            {"wide_gemv_max_bucket", absl::GetFlag(FLAGS_wide_gemv_max_bucket)},
            {"new_tokens", absl::GetFlag(FLAGS_new_tokens)},
            {"requests_per_slot", absl::GetFlag(FLAGS_requests_per_slot)},
-           {"repeats", absl::GetFlag(FLAGS_repeats)}}) {
+           {"repeats", absl::GetFlag(FLAGS_repeats)},
+           {"tp", tp}}) {
     report.SetParam(key, value);
   }
   report.SetParam("temperature", absl::GetFlag(FLAGS_temperature));

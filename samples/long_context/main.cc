@@ -11,7 +11,10 @@
 // sequence at the measured steps' mean context, over the better of two
 // measured HBM bandwidths (common/bandwidth.h): floor_us. Verified: every
 // request generates its new_tokens tokens and the engines agree token for
-// token.
+// token. --tp n splits the model across GPUs 0..n-1 (common/ranks.h: a rank's
+// slices and runtime per GPU, the device schedulers in lockstep): rank 0's
+// runtime takes the work and its step clock times the step; the floor is a
+// rank's weights and KV share (the all-reduces' latency not included).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +34,7 @@
 #include "baton/status.h"
 #include "common/bandwidth.h"
 #include "common/init.h"
+#include "common/ranks.h"
 #include "common/report.h"
 #include "common/timing.h"
 
@@ -44,6 +48,7 @@ ABSL_FLAG(int, new_tokens, 64,
 ABSL_FLAG(std::string, engines, "tail,conditional", "engines: tail, conditional, dp");
 ABSL_FLAG(int, repeats, 3, "timed runs per engine after one warm-up (medians reported)");
 ABSL_FLAG(std::uint64_t, seed, 1, "prompts");
+ABSL_FLAG(int, tp, 1, "GPUs the model is split across (tensor parallelism; GPUs 0..tp-1)");
 
 namespace baton::samples {
 namespace {
@@ -118,7 +123,9 @@ absl::Status Run(Report& report) {
                          ParsePositiveList(absl::GetFlag(FLAGS_batches), "batches"));
   const int new_tokens = absl::GetFlag(FLAGS_new_tokens);
   const int repeats = absl::GetFlag(FLAGS_repeats);
+  const int tp = absl::GetFlag(FLAGS_tp);
   if (new_tokens < 8) return absl::InvalidArgumentError("--new_tokens: at least 8");
+  // (--tp out of range: LoadRanks refuses it, naming the range)
   BATON_ASSIGN_OR_RETURN(const DeviceInfo device, QueryDevice());
   report.SetDevice(device);
   BATON_ASSIGN_OR_RETURN(auto stream, CreateStream());
@@ -126,6 +133,7 @@ absl::Status Run(Report& report) {
   report.SetParam("model", label);
   report.SetParam("new_tokens", static_cast<std::int64_t>(new_tokens));
   report.SetParam("repeats", static_cast<std::int64_t>(repeats));
+  report.SetParam("tp", static_cast<std::int64_t>(tp));
   report.SetParam("hbm_read_gbps", hbm.read_bytes_per_s * 1e-9);
   report.SetParam("hbm_copy_gbps", hbm.copy_bytes_per_s * 1e-9);
   report.SetParam("timing",
@@ -143,7 +151,8 @@ absl::Status Run(Report& report) {
           (batch * context + options.max_tokens_per_step - 1) / options.max_tokens_per_step;
       const std::uint32_t generated = new_tokens + prompt_steps;
       options.max_context = context + generated;
-      BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
+      BATON_ASSIGN_OR_RETURN(ModelRanks ranks, LoadRanks(options, tp));
+      DecoderModel* const model = ranks.models[0].get();
       const DecoderConfig& c = model->config();
       std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) + context);
       std::vector<DecodeRequest> requests(batch);
@@ -157,10 +166,9 @@ absl::Status Run(Report& report) {
       // sequences generated while the others' prompts were read, about).
       const double mean_context = context + prompt_steps / 2.0 + new_tokens / 2.0;
       const double kv_bytes = static_cast<double>(batch) * mean_context * c.layers * 2.0 *
-                              c.kv_width() * sizeof(std::uint16_t);
+                              c.kv_width() / tp * sizeof(std::uint16_t);
       const double floor_us =
           (static_cast<double>(model->weight_bytes()) + kv_bytes) / hbm.best() * 1e6;
-      const StepProgram program = model->MakeStepProgram();
       std::map<std::uint32_t, std::vector<std::int32_t>> reference;
       std::string reference_label;
       for (absl::string_view key :
@@ -173,18 +181,25 @@ absl::Status Run(Report& report) {
         }
         RuntimeOptions runtime_options;  // max_batch: the program's
         runtime_options.trace_capacity = 1u << 16;
-        BATON_ASSIGN_OR_RETURN(auto runtime, Runtime::Create(runtime_options));
-        BATON_RETURN_IF_ERROR(runtime->RegisterStepProgram(program));
-        BATON_RETURN_IF_ERROR(runtime->Start(engine));
+        if (engine == Engine::kDynamicParallelism && tp > 1) {
+          return absl::InvalidArgumentError(
+              "--engines: dp runs one GPU's model (its lockstep is not measured): drop dp, or "
+              "--tp=1");
+        }
+        BATON_ASSIGN_OR_RETURN(RankRuntimes runtimes,
+                               RankRuntimes::Create(ranks, runtime_options, engine));
+        BATON_RETURN_IF_ERROR(runtimes.Start());
         std::vector<double> us;
         std::map<std::uint32_t, std::vector<std::int32_t>> tokens;
         for (int r = 0; r <= repeats; ++r) {
-          BATON_RETURN_IF_ERROR(model->WriteRequests(0, requests));
+          BATON_RETURN_IF_ERROR(ranks.WriteRequests(requests));
           tokens.clear();
-          BATON_ASSIGN_OR_RETURN(const double step_us, TimedRun(*model, *runtime, batch, tokens));
+          BATON_ASSIGN_OR_RETURN(const double step_us,
+                                 TimedRun(*model, runtimes.lead(), batch, tokens));
           if (r > 0) us.push_back(step_us);  // run 0 warms up
         }
-        BATON_RETURN_IF_ERROR(runtime->Stop().status());
+        BATON_RETURN_IF_ERROR(runtimes.Stop().status());
+        BATON_RETURN_IF_ERROR(ranks.CheckFaults());
         const std::string driver = absl::StrCat("Baton ", key);
         bool complete = tokens.size() == batch;
         for (const auto& [entry, t] : tokens) complete = complete && t.size() == generated;
@@ -199,6 +214,7 @@ absl::Status Run(Report& report) {
         const double step_us = Median(us);
         report.AddRow()
             .Set("model", label)
+            .Set("tp", static_cast<std::int64_t>(tp))
             .Set("batch", static_cast<std::int64_t>(batch))
             .Set("context", static_cast<std::int64_t>(context))
             .Set("driver", driver)

@@ -17,6 +17,9 @@
 //
 // Verified: every request completes with its new_tokens tokens, the engines'
 // tokens are the host loop's, and the streamed tokens are the final ones.
+// --tp n splits the model across GPUs 0..n-1 (common/ranks.h); rank 0's
+// stream and step clock are read. Each driver's measurements run before the
+// next driver starts.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +39,7 @@
 #include "baton/server.h"
 #include "baton/status.h"
 #include "common/init.h"
+#include "common/ranks.h"
 #include "common/report.h"
 #include "common/timing.h"
 #include "decode_loop/host_loop.h"
@@ -60,6 +64,9 @@ ABSL_FLAG(int, mixed_decoders, 16, "sequences decoding when the mixed run's prom
 ABSL_FLAG(int, mixed_prompt, 2000, "the mixed run's prompt (tokens)");
 ABSL_FLAG(int, repeats, 3, "timed runs per measurement after one warm-up (medians reported)");
 ABSL_FLAG(std::uint64_t, seed, 1, "weights and prompts");
+ABSL_FLAG(int, tp, 1,
+          "GPUs the model is split across (tensor parallelism, GPUs 0..tp-1; common/ranks.h): "
+          "the host loop launches every rank, each engine runs a Runtime per rank in lockstep");
 
 namespace baton::samples {
 namespace {
@@ -74,12 +81,15 @@ struct Timed {
   std::map<std::uint32_t, std::vector<std::int32_t>> tokens;  // by entry
 };
 
-// A driver: the host loop, or an engine through a runtime.
+// A driver: the host loop, or an engine through a runtime per rank
+// (common/ranks.h), made and started for the driver's measurements and
+// stopped after them.
 struct Driver {
   std::string key, label;
   bool host = false;
   Engine engine = Engine::kTailLaunch;
-  std::unique_ptr<Runtime> runtime;
+  std::optional<RankRuntimes> runtimes;
+  Runtime& runtime() { return runtimes->lead(); }
 };
 
 class Bench {
@@ -111,12 +121,12 @@ class Bench {
       }));
       BATON_RETURN_IF_ERROR(watched);
     } else {
-      BATON_RETURN_IF_ERROR(d.runtime->Submit(items));
+      BATON_RETURN_IF_ERROR(d.runtime().Submit(items));
       std::vector<Completion> out(64);
       const Clock::time_point deadline = t0 + std::chrono::seconds(60);
       while (done.size() < n) {
         BATON_RETURN_IF_ERROR(watch());
-        BATON_ASSIGN_OR_RETURN(const std::size_t k, d.runtime->Poll(absl::MakeSpan(out)));
+        BATON_ASSIGN_OR_RETURN(const std::size_t k, d.runtime().Poll(absl::MakeSpan(out)));
         done.insert(done.end(), out.begin(), out.begin() + k);
         if (Clock::now() > deadline) return absl::DeadlineExceededError("60 s without finishing");
       }
@@ -207,7 +217,8 @@ absl::StatusOr<DecoderModelOptions> ModelOptions(const Budget& budget, std::uint
 
 // The mixed run on `d`: decoders decoding, then the long prompt; rows of
 // step-clock durations. Returns false in `ok` when a check failed.
-absl::Status MixedRun(DecoderModel& model, Driver& d, Report& report) {
+absl::Status MixedRun(ModelRanks& ranks, Driver& d, Report& report) {
+  DecoderModel& model = ranks.lead();
   const std::uint32_t budget = model.options().max_tokens_per_step;
   const std::uint32_t decoders = absl::GetFlag(FLAGS_mixed_decoders);
   const std::uint32_t prompt = absl::GetFlag(FLAGS_mixed_prompt);
@@ -217,10 +228,10 @@ absl::Status MixedRun(DecoderModel& model, Driver& d, Report& report) {
       Requests(config, decoders + 1, 128, 256, absl::GetFlag(FLAGS_seed) + 11);
   requests[decoders].prompt.resize(prompt, 1);
   requests[decoders].max_new_tokens = 4;
-  BATON_RETURN_IF_ERROR(model.WriteRequests(0, requests));
+  BATON_RETURN_IF_ERROR(ranks.WriteRequests(requests));
   std::vector<WorkItem> items;
   for (std::uint32_t i = 0; i <= decoders; ++i) items.push_back(model.WorkItemFor(i));
-  BATON_RETURN_IF_ERROR(d.runtime->Submit(absl::MakeConstSpan(items).first(decoders)));
+  BATON_RETURN_IF_ERROR(d.runtime().Submit(absl::MakeConstSpan(items).first(decoders)));
   // Steady: every decoder has 48 tokens (its prompt long read).
   std::vector<std::vector<std::int32_t>> streamed(decoders + 1);
   std::vector<Completion> out(64);
@@ -230,7 +241,7 @@ absl::Status MixedRun(DecoderModel& model, Driver& d, Report& report) {
       for (std::uint32_t e = 0; e <= decoders; ++e) {
         BATON_RETURN_IF_ERROR(model.ReadStream(e, streamed[e].size(), streamed[e]).status());
       }
-      BATON_ASSIGN_OR_RETURN(const std::size_t k, d.runtime->Poll(absl::MakeSpan(out)));
+      BATON_ASSIGN_OR_RETURN(const std::size_t k, d.runtime().Poll(absl::MakeSpan(out)));
       (void)k;
       if (Clock::now() > deadline) return absl::DeadlineExceededError("mixed run: 30 s");
     }
@@ -242,14 +253,14 @@ absl::Status MixedRun(DecoderModel& model, Driver& d, Report& report) {
     }
     return true;
   }));
-  const std::uint64_t before = d.runtime->stats().steps;
+  const std::uint64_t before = d.runtime().stats().steps;
   const Clock::time_point t0 = Clock::now();
-  BATON_RETURN_IF_ERROR(d.runtime->Submit({&items[decoders], 1}));
+  BATON_RETURN_IF_ERROR(d.runtime().Submit({&items[decoders], 1}));
   BATON_RETURN_IF_ERROR(wait_until([&] { return !streamed[decoders].empty(); }));
   const double prompt_ttft = Ms(Clock::now() - t0);
-  BATON_RETURN_IF_ERROR(d.runtime->Stop().status());  // the decoders finish
+  BATON_RETURN_IF_ERROR(d.runtimes->Stop().status());  // the decoders finish
   // The prompt's admission: the first admit after `before`, bringing the batch to decoders + 1.
-  BATON_ASSIGN_OR_RETURN(const std::vector<TraceEvent> events, d.runtime->Trace());
+  BATON_ASSIGN_OR_RETURN(const std::vector<TraceEvent> events, d.runtime().Trace());
   std::uint64_t admitted = 0;
   for (const TraceEvent& e : events) {
     if (e.type == TraceEventType::kAdmit && e.step >= before && e.b == decoders + 1) {
@@ -297,6 +308,8 @@ absl::Status Run(Report& report) {
                          ParseBudgets(absl::GetFlag(FLAGS_budgets)));
   const std::uint32_t new_tokens = absl::GetFlag(FLAGS_new_tokens);
   const int repeats = absl::GetFlag(FLAGS_repeats);
+  const int tp = absl::GetFlag(FLAGS_tp);
+  // (--tp out of range: LoadRanks refuses it, naming the range)
   const std::uint32_t decoders = absl::GetFlag(FLAGS_mixed_decoders);
   const std::uint32_t mixed_prompt = absl::GetFlag(FLAGS_mixed_prompt);
   if (new_tokens < 1 || repeats < 1 || absl::GetFlag(FLAGS_mixed_decoders) < 1) {
@@ -319,6 +332,7 @@ absl::Status Run(Report& report) {
   }
   report.SetParam("new_tokens", static_cast<std::int64_t>(new_tokens));
   report.SetParam("repeats", static_cast<std::int64_t>(repeats));
+  report.SetParam("tp", static_cast<std::int64_t>(tp));
   report.SetParam("max_batch", static_cast<std::int64_t>(max_batch));
   report.SetParam("timing",
                   "host clock from Submit (or the host loop's start) to the first token "
@@ -329,13 +343,13 @@ absl::Status Run(Report& report) {
                            ModelOptions(budgets[b], max_batch, context));
     const std::uint32_t budget = options.max_tokens_per_step;
     const std::uint32_t alone = options.max_tokens_without_decodes;
-    BATON_ASSIGN_OR_RETURN(auto model, DecoderModel::Create(options));
+    BATON_ASSIGN_OR_RETURN(ModelRanks ranks, LoadRanks(options, tp));
+    DecoderModel* const model = &ranks.lead();  // rank 0: tokens, stream, step clock
     if (b == 0) {
       report.SetParam("weight_bytes", static_cast<std::int64_t>(model->weight_bytes()));
       report.SetParam("context_limit", model->info().context_limit);
     }
-    const StepProgram program = model->MakeStepProgram();
-    BATON_ASSIGN_OR_RETURN(auto host, HostLoop::Create(program));
+    BATON_ASSIGN_OR_RETURN(auto host, HostLoop::CreateRanks(ranks.Programs(), ranks.devices));
     std::vector<Driver> drivers;
     for (absl::string_view key :
          absl::StrSplit(absl::GetFlag(FLAGS_engines), ',', absl::SkipEmpty())) {
@@ -351,35 +365,49 @@ absl::Status Run(Report& report) {
         d.label = key == "tail" ? "Baton tail-launch"
                   : key == "dp" ? "Baton dynamic parallelism"
                                 : "Baton conditional";
-        RuntimeOptions runtime_options;  // max_batch: the program's
-        runtime_options.trace_capacity = 1u << 16;
-        BATON_ASSIGN_OR_RETURN(d.runtime, Runtime::Create(runtime_options));
-        BATON_RETURN_IF_ERROR(d.runtime->RegisterStepProgram(program));
-        BATON_RETURN_IF_ERROR(d.runtime->Start(d.engine));
+        if (key == "dp" && tp > 1) {
+          return absl::InvalidArgumentError(
+              "--engines: dp runs one GPU's model (its lockstep is not measured): drop dp, or "
+              "--tp=1");
+        }
       } else {
         return absl::InvalidArgumentError(absl::StrCat("--engines: unknown driver '", key, "'"));
       }
       drivers.push_back(std::move(d));
     }
     Bench bench(*model, *host, report);
-    for (std::uint32_t batch : batches) {
-      for (std::uint32_t prompt : prompts) {
-        if (b > 0 && prompt != 1000) continue;  // the sweep's requests
-        const std::vector<DecodeRequest> requests = Requests(
-            model->config(), batch, prompt, new_tokens, absl::GetFlag(FLAGS_seed) + prompt);
-        std::map<std::uint32_t, std::vector<std::int32_t>> reference;  // the first driver's
-        for (Driver& d : drivers) {
-          if (b > 0 && d.key != "tail") continue;
+    // The first driver's tokens, by (batch, prompt).
+    std::map<std::pair<std::uint32_t, std::uint32_t>,
+             std::map<std::uint32_t, std::vector<std::int32_t>>>
+        reference;
+    // One driver at a time: two lockstep groups must not run on the same
+    // GPUs at once (common/ranks.h).
+    for (Driver& d : drivers) {
+      if (b > 0 && d.key != "tail") continue;
+      if (!d.host) {
+        RuntimeOptions runtime_options;  // max_batch: the program's
+        runtime_options.trace_capacity = 1u << 16;
+        BATON_ASSIGN_OR_RETURN(RankRuntimes runtimes,
+                               RankRuntimes::Create(ranks, runtime_options, d.engine));
+        d.runtimes.emplace(std::move(runtimes));
+        BATON_RETURN_IF_ERROR(d.runtimes->Start());
+      }
+      for (std::uint32_t batch : batches) {
+        for (std::uint32_t prompt : prompts) {
+          if (b > 0 && prompt != 1000) continue;  // the sweep's requests
+          const std::vector<DecodeRequest> requests = Requests(
+              model->config(), batch, prompt, new_tokens, absl::GetFlag(FLAGS_seed) + prompt);
           std::vector<double> ttft, p50, request;
           Timed last;
           for (int r = 0; r <= repeats; ++r) {
-            BATON_RETURN_IF_ERROR(model->WriteRequests(0, requests));
+            BATON_RETURN_IF_ERROR(ranks.WriteRequests(requests));
             BATON_ASSIGN_OR_RETURN(last, bench.Run(d, batch));
             if (r == 0) continue;  // warm-up: first launches, cuBLASLt's first use
             ttft.push_back(last.ttft_max_ms);
             p50.push_back(last.ttft_p50_ms);
             request.push_back(last.request_ms);
           }
+          BATON_RETURN_IF_ERROR(ranks.CheckFaults());
           bool same = true;
           for (const auto& [entry, tokens] : last.tokens)
             same = same && tokens.size() == new_tokens;
@@ -387,9 +415,10 @@ absl::Status Run(Report& report) {
           // The dynamic-parallelism engine runs Baton's own kernels: the
           // others' tokens only with --gemm=gemv.
           const bool comparable = d.key != "dp" || absl::GetFlag(FLAGS_gemm) == "gemv";
-          if (reference.empty()) {
-            reference = last.tokens;
-          } else if (comparable && last.tokens != reference) {
+          auto& expected = reference[{batch, prompt}];
+          if (expected.empty()) {
+            expected = last.tokens;
+          } else if (comparable && last.tokens != expected) {
             same = false;
             report.Fail(absl::StrCat(d.label, ", batch ", batch, ", prompt ", prompt,
                                      ": other tokens than ", drivers.front().label));
@@ -410,14 +439,12 @@ absl::Status Run(Report& report) {
                        alone, d.label.c_str(), batch, prompt, Percentile(ttft, 0.5));
         }
       }
-    }
-    for (Driver& d : drivers) {
-      if (d.key != "tail") continue;
-      BATON_RETURN_IF_ERROR(MixedRun(*model, d, report));
-    }
-    for (Driver& d : drivers) {
-      if (d.runtime != nullptr && d.runtime->running())
-        BATON_RETURN_IF_ERROR(d.runtime->Stop().status());
+      if (d.key == "tail") BATON_RETURN_IF_ERROR(MixedRun(ranks, d, report));
+      if (d.runtimes.has_value() && d.runtimes->running()) {
+        BATON_RETURN_IF_ERROR(d.runtimes->Stop().status());
+      }
+      d.runtimes.reset();
+      BATON_RETURN_IF_ERROR(ranks.CheckFaults());
     }
   }
   return absl::OkStatus();

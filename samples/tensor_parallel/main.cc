@@ -16,10 +16,10 @@
 //    --context tokens each, replayed as captured graphs with no decision
 //    (HostLoop::EnqueueScheduleReplay: a lower bound on any driver of the
 //    same steps); the slowest rank's median over --repeats.
-//  - With --lockstep, the device-decided loop ("baton-lockstep"): each rank's Runtime on its
-//    GPU, their device schedulers in lockstep (baton/lockstep_group.h; TP1:
-//    one Runtime), tail-launch engine, running the batch's requests (prompts
-//    of --context tokens read in chunks, then decoding): µs per step over
+//  - The device-decided loop ("baton-lockstep"; --nolockstep leaves it out):
+//    each rank's Runtime on its GPU, their device schedulers in lockstep
+//    (common/ranks.h, baton/lockstep_group.h; TP1: one Runtime), tail-launch engine, running the
+//    batch's requests (prompts of --context tokens read in chunks, then decoding): µs per step over
 //    --steps decode steps, from rank 0's step counter and the host clock,
 //    once every prompt has been read.
 //  - Floor: (a rank's weight bytes + its KV bytes read) / the measured HBM
@@ -33,7 +33,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -44,7 +43,6 @@
 #include "baton/cuda_resources.h"
 #include "baton/decoder_model.h"
 #include "baton/device.h"
-#include "baton/lockstep_group.h"
 #include "baton/peer_group.h"
 #include "baton/runtime.h"
 #include "baton/server.h"
@@ -52,6 +50,7 @@
 #include "baton/step_graph.h"
 #include "common/bandwidth.h"
 #include "common/init.h"
+#include "common/ranks.h"
 #include "common/report.h"
 #include "common/timing.h"
 #include "decode_loop/host_loop.h"
@@ -68,8 +67,8 @@ ABSL_FLAG(int, parity_requests, 4, "greedy requests whose tokens are compared ac
 ABSL_FLAG(int, parity_tokens, 32, "new tokens of each parity request");
 ABSL_FLAG(std::string, gemm, "auto", "projections: auto (DecoderGemm::kAuto) or gemv (kBatonGemv)");
 ABSL_FLAG(int, staging_mib, 64, "PeerGroupOptions::max_bytes, in MiB");
-ABSL_FLAG(bool, lockstep, false,
-          "also time the device-decided loop: each rank's Runtime, their schedulers in lockstep "
+ABSL_FLAG(bool, lockstep, true,
+          "time the device-decided loop too: each rank's Runtime, their schedulers in lockstep "
           "(driver baton-lockstep)");
 ABSL_FLAG(int, as_rank_of, 1,
           "N > 1: run one rank's share of the preset (heads, key/value heads, FFN width and "
@@ -107,60 +106,22 @@ absl::StatusOr<DecoderConfig> Preset(const std::string& name) {
   return c;
 }
 
-// One size's model: a group (n > 1), a model per rank, a loop over them.
+// One size's model: its ranks (common/ranks.h), their programs, a host
+// loop over them.
 struct Ranks {
-  std::shared_ptr<const PeerGroup> group;
-  std::vector<std::unique_ptr<DecoderModel>> models;
+  ModelRanks model;
   std::vector<StepProgram> programs;
-  std::vector<int> devices;
   std::unique_ptr<HostLoop> loop;
 };
 
-// Creates every rank's model at once, a thread each (each draws or reads
-// its own slices), then the loop.
-absl::StatusOr<Ranks> Load(DecoderModelOptions options, int size) {
+absl::StatusOr<Ranks> Load(const DecoderModelOptions& options, int size) {
   Ranks ranks;
-  if (size > 1) {
-    PeerGroupOptions group;
-    for (int d = 0; d < size; ++d) group.devices.push_back(d);
-    group.max_bytes = static_cast<std::size_t>(absl::GetFlag(FLAGS_staging_mib)) << 20;
-    group.wait_timeout = absl::Seconds(30);  // a rank loading or capturing late is no fault
-    BATON_ASSIGN_OR_RETURN(std::unique_ptr<PeerGroup> made, PeerGroup::Create(group));
-    ranks.group = std::move(made);
-  }
-  ranks.models.resize(size);
-  std::vector<absl::Status> statuses(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r, options]() mutable {
-      if (size > 1) options.tensor_parallel = {ranks.group, r};
-      auto model = DecoderModel::Create(options);
-      if (!model.ok()) {
-        statuses[r] = model.status();
-        return;
-      }
-      ranks.models[r] = std::move(*model);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < size; ++r) {
-    if (!statuses[r].ok()) {
-      return absl::Status(statuses[r].code(), absl::StrCat("rank ", r, ": ", statuses[r].message()));
-    }
-    ranks.programs.push_back(ranks.models[r]->MakeStepProgram());
-    ranks.devices.push_back(ranks.models[r]->device());
-  }
-  BATON_ASSIGN_OR_RETURN(ranks.loop, HostLoop::CreateRanks(ranks.programs, ranks.devices));
+  BATON_ASSIGN_OR_RETURN(
+      ranks.model,
+      LoadRanks(options, size, static_cast<std::size_t>(absl::GetFlag(FLAGS_staging_mib)) << 20));
+  ranks.programs = ranks.model.Programs();
+  BATON_ASSIGN_OR_RETURN(ranks.loop, HostLoop::CreateRanks(ranks.programs, ranks.model.devices));
   return ranks;
-}
-
-// Writes `requests` into every rank's table, each with its GPU current.
-absl::Status WriteEverywhere(Ranks& ranks, const std::vector<DecodeRequest>& requests) {
-  for (std::size_t r = 0; r < ranks.models.size(); ++r) {
-    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
-    BATON_RETURN_IF_ERROR(ranks.models[r]->WriteRequests(0, requests));
-  }
-  return absl::OkStatus();
 }
 
 // The latency of Baton's all-reduce of `bytes` bytes: 64 calls in each
@@ -255,14 +216,7 @@ absl::StatusOr<double> ReplayMicros(Ranks& ranks, int steps, int repeats) {
 // are read and `steps` decode steps later; then aborted.
 absl::StatusOr<double> LockstepMicros(Ranks& ranks, const DecoderModelOptions& options,
                                       std::uint32_t batch, int context, int steps) {
-  const int size = static_cast<int>(ranks.models.size());
-  std::shared_ptr<const LockstepGroup> group;
-  if (size > 1) {
-    LockstepGroupOptions o = LockstepGroupOptionsFor(options, ranks.devices);
-    o.patience = absl::Seconds(30);  // a rank capturing late is no fault
-    BATON_ASSIGN_OR_RETURN(group, LockstepGroup::Create(o));
-  }
-  const DecoderConfig& c = ranks.models[0]->config();
+  const DecoderConfig& c = ranks.model.lead().config();
   // Prompt steps at most: every prompt's rows through the step budget (the
   // requests' limits leave more than these and `steps` to decode: Run sizes
   // max_context so).
@@ -276,27 +230,14 @@ absl::StatusOr<double> LockstepMicros(Ranks& ranks, const DecoderModelOptions& o
       requests[i].prompt.push_back((i * 7919 + t * 104729) % c.vocab);
     requests[i].max_new_tokens = options.max_context - static_cast<std::uint32_t>(context) - 1;
   }
-  BATON_RETURN_IF_ERROR(WriteEverywhere(ranks, requests));
-  std::vector<std::unique_ptr<Runtime>> runtimes(size);
-  for (int r = 0; r < size; ++r) {
-    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
-    RuntimeOptions o;
-    o.lockstep = group;
-    o.lockstep_rank = r;
-    BATON_ASSIGN_OR_RETURN(runtimes[r], Runtime::Create(o));
-    BATON_RETURN_IF_ERROR(runtimes[r]->RegisterStepProgram(ranks.programs[r]));
-    BATON_RETURN_IF_ERROR(runtimes[r]->Prepare(Engine::kTailLaunch));
-  }
-  for (int r = size - 1; r >= 1; --r) {
-    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
-    BATON_RETURN_IF_ERROR(runtimes[r]->Start(Engine::kTailLaunch));
-  }
-  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[0]));
+  BATON_RETURN_IF_ERROR(ranks.model.WriteRequests(requests));
+  BATON_ASSIGN_OR_RETURN(RankRuntimes runtimes,
+                         RankRuntimes::Create(ranks.model, RuntimeOptions{}, Engine::kTailLaunch));
+  BATON_RETURN_IF_ERROR(runtimes.Start());
   std::vector<WorkItem> items;
-  for (std::uint32_t i = 0; i < batch; ++i) items.push_back(ranks.models[0]->WorkItemFor(i));
-  Runtime& lead = *runtimes[0];
+  for (std::uint32_t i = 0; i < batch; ++i) items.push_back(ranks.model.lead().WorkItemFor(i));
+  Runtime& lead = runtimes.lead();
   BATON_RETURN_IF_ERROR(lead.Submit(items));
-  BATON_RETURN_IF_ERROR(lead.Start(Engine::kTailLaunch));
   // Rank 0's step count and the time it was read at, once it reaches `at`.
   std::vector<Completion> done(batch);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -315,15 +256,8 @@ absl::StatusOr<double> LockstepMicros(Ranks& ranks, const DecoderModelOptions& o
   };
   BATON_ASSIGN_OR_RETURN(const auto first, reach(prompt_steps + 4));
   BATON_ASSIGN_OR_RETURN(const auto last, reach(first.first + steps));
-  BATON_RETURN_IF_ERROR(lead.Abort().status());
-  for (int r = 1; r < size; ++r) {
-    BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
-    BATON_RETURN_IF_ERROR(runtimes[r]->Stop().status());
-    runtimes[r].reset();
-  }
-  BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[0]));
-  runtimes[0].reset();
-  if (ranks.group != nullptr) BATON_RETURN_IF_ERROR(ranks.group->CheckFaults());
+  BATON_RETURN_IF_ERROR(runtimes.Stop(/*abort=*/true).status());
+  BATON_RETURN_IF_ERROR(ranks.model.CheckFaults());
   return (last.second - first.second) / static_cast<double>(last.first - first.first);
 }
 
@@ -394,7 +328,7 @@ absl::Status Run(Report& report) {
       continue;
     }
     BATON_ASSIGN_OR_RETURN(Ranks ranks, Load(options, static_cast<int>(size)));
-    const DecoderConfig& c = ranks.models[0]->config();
+    const DecoderConfig& c = ranks.model.lead().config();
 
     // Tokens: greedy requests run to the end in lockstep.
     std::vector<DecodeRequest> requests(parity_requests);
@@ -404,16 +338,16 @@ absl::Status Run(Report& report) {
     }
     int identical = 0, first_divergence = -1;
     if (parity_requests > 0) {
-      BATON_RETURN_IF_ERROR(WriteEverywhere(ranks, requests));
+      BATON_RETURN_IF_ERROR(ranks.model.WriteRequests(requests));
       std::vector<WorkItem> items;
-      for (int i = 0; i < parity_requests; ++i) items.push_back(ranks.models[0]->WorkItemFor(i));
+      for (int i = 0; i < parity_requests; ++i) items.push_back(ranks.model.lead().WorkItemFor(i));
       std::vector<Completion> completions;
       BATON_RETURN_IF_ERROR(ranks.loop->Run(items, 0, completions));
-      if (ranks.group != nullptr) BATON_RETURN_IF_ERROR(ranks.group->CheckFaults());
+      BATON_RETURN_IF_ERROR(ranks.model.CheckFaults());
       std::vector<std::vector<std::int32_t>> tokens;
       for (int i = 0; i < parity_requests; ++i) {
         BATON_ASSIGN_OR_RETURN(std::vector<std::int32_t> t,
-                               ranks.models[0]->ReadGenerated(i, parity_tokens));
+                               ranks.model.lead().ReadGenerated(i, parity_tokens));
         tokens.push_back(std::move(t));
       }
       if (first_tokens.empty()) {
@@ -440,23 +374,24 @@ absl::Status Run(Report& report) {
     replay[0].max_new_tokens = static_cast<std::uint32_t>(max_context - 1);
     replay[1] = replay[0];
     for (const std::uint32_t batch : batches) {
-      BATON_RETURN_IF_ERROR(WriteEverywhere(ranks, replay));
+      BATON_RETURN_IF_ERROR(ranks.model.WriteRequests(replay));
       ScheduleRun run;
       run.batch = batch;
       run.rows = batch;
       run.steps = static_cast<std::uint32_t>(steps);
       run.item_tokens = static_cast<std::uint32_t>(context);
-      BATON_RETURN_IF_ERROR(ranks.loop->PrepareScheduleReplay(
-          ranks.programs, {run}, ranks.models[0]->WorkItemFor(0), ranks.models[0]->WorkItemFor(1)));
+      BATON_RETURN_IF_ERROR(ranks.loop->PrepareScheduleReplay(ranks.programs, {run},
+                                                              ranks.model.lead().WorkItemFor(0),
+                                                              ranks.model.lead().WorkItemFor(1)));
       BATON_ASSIGN_OR_RETURN(const double us, ReplayMicros(ranks, steps, repeats));
-      if (ranks.group != nullptr) BATON_RETURN_IF_ERROR(ranks.group->CheckFaults());
+      BATON_RETURN_IF_ERROR(ranks.model.CheckFaults());
       double allreduce_us = 0.0;
-      if (ranks.group != nullptr) {
-        BATON_ASSIGN_OR_RETURN(allreduce_us,
-                               AllReduceMicros(*ranks.group, std::size_t{batch} * c.d_model * 2));
+      if (ranks.model.peers != nullptr) {
+        BATON_ASSIGN_OR_RETURN(
+            allreduce_us, AllReduceMicros(*ranks.model.peers, std::size_t{batch} * c.d_model * 2));
       }
       std::size_t weights = 0;
-      for (const auto& m : ranks.models) weights = std::max(weights, m->weight_bytes());
+      for (const auto& m : ranks.model.models) weights = std::max(weights, m->weight_bytes());
       const double kv_bytes = 2.0 * c.layers * batch * (context + steps / 2.0) *
                               (c.kv_width() / static_cast<double>(size)) * 2.0;
       const double floor_us =
@@ -490,10 +425,6 @@ absl::Status Run(Report& report) {
           .Set("allreduce_us", allreduce_us)
           .Set("vs_floor", lockstep_us / floor_us)
           .Set("vs_graphs", lockstep_us / us);
-    }
-    for (std::size_t r = 0; r < ranks.models.size(); ++r) {  // each rank's memory on its GPU
-      BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[r]));
-      ranks.models[r].reset();
     }
     BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   }
