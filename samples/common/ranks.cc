@@ -11,9 +11,10 @@
 namespace baton::samples {
 namespace {
 
-// `status` with "rank r: " before its message (OK stays OK).
-absl::Status Named(int r, const absl::Status& status) {
-  if (status.ok()) return status;
+// `status` with "rank r: " before its message when the model is split
+// across n > 1 ranks (OK stays OK; one GPU's messages stay as they were).
+absl::Status Named(int r, int n, const absl::Status& status) {
+  if (status.ok() || n == 1) return status;
   return absl::Status(status.code(), absl::StrCat("rank ", r, ": ", status.message()));
 }
 
@@ -41,7 +42,7 @@ std::vector<StepProgram> ModelRanks::Programs(const std::vector<std::uint32_t>& 
 absl::Status ModelRanks::WriteRequests(const std::vector<DecodeRequest>& requests) {
   for (int r = 0; r < size(); ++r) {
     BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(devices[r]));
-    BATON_RETURN_IF_ERROR(Named(r, models[r]->WriteRequests(0, requests)));
+    BATON_RETURN_IF_ERROR(Named(r, size(), models[r]->WriteRequests(0, requests)));
   }
   BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(devices[0]));
   return absl::OkStatus();
@@ -95,8 +96,7 @@ absl::StatusOr<ModelRanks> LoadRanks(const DecoderModelOptions& options, int n,
   }
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < n; ++r) {
-    if (n > 1) BATON_RETURN_IF_ERROR(Named(r, statuses[r]));
-    BATON_RETURN_IF_ERROR(statuses[r]);
+    BATON_RETURN_IF_ERROR(Named(r, n, statuses[r]));
     ranks.devices.push_back(ranks.models[r]->device());
   }
   BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[0]));
@@ -123,9 +123,9 @@ absl::StatusOr<RankRuntimes> RankRuntimes::Create(ModelRanks& ranks, const Runti
     o.lockstep = lockstep;
     o.lockstep_rank = n > 1 ? r : 0;
     BATON_ASSIGN_OR_RETURN(out.runtimes_[r], Runtime::Create(o));
-    BATON_RETURN_IF_ERROR(
-        Named(r, out.runtimes_[r]->RegisterStepProgram(ranks.models[r]->MakeStepProgram(buckets))));
-    BATON_RETURN_IF_ERROR(Named(r, out.runtimes_[r]->Prepare(engine)));
+    BATON_RETURN_IF_ERROR(Named(
+        r, n, out.runtimes_[r]->RegisterStepProgram(ranks.models[r]->MakeStepProgram(buckets))));
+    BATON_RETURN_IF_ERROR(Named(r, n, out.runtimes_[r]->Prepare(engine)));
   }
   BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(ranks.devices[0]));
   return out;
@@ -149,7 +149,7 @@ absl::Status RankRuntimes::Start() {
   started_ = true;
   for (int r = n - 1; r >= 0; --r) {  // rank 0 last: its first record finds every follower
     BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(devices_[r]));
-    BATON_RETURN_IF_ERROR(Named(r, runtimes_[r]->Start(engine_)));
+    BATON_RETURN_IF_ERROR(Named(r, n, runtimes_[r]->Start(engine_)));
   }
   return absl::OkStatus();
 }
@@ -157,12 +157,15 @@ absl::Status RankRuntimes::Start() {
 absl::StatusOr<StopReport> RankRuntimes::Stop(bool abort) {
   BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(devices_[0]));
   absl::StatusOr<StopReport> lead = abort ? runtimes_[0]->Abort() : runtimes_[0]->Stop();
-  absl::Status status = Named(0, lead.status());
-  if (runtimes_.size() == 1) status = lead.status();
-  for (std::size_t r = 1; r < runtimes_.size(); ++r) {  // they end on rank 0's end
+  const int n = static_cast<int>(runtimes_.size());
+  absl::Status status = Named(0, n, lead.status());
+  // The followers end with rank 0's end; after rank 0 failed, on their own
+  // abort instead of waiting for an end it may never publish (as Server::Close).
+  for (int r = 1; r < n; ++r) {
     BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(devices_[r]));
-    const absl::Status stopped = runtimes_[r]->Stop().status();
-    if (status.ok()) status = Named(static_cast<int>(r), stopped);
+    Runtime& follower = *runtimes_[r];
+    const absl::Status stopped = (lead.ok() ? follower.Stop() : follower.Abort()).status();
+    if (status.ok()) status = Named(r, n, stopped);
   }
   BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(devices_[0]));
   BATON_RETURN_IF_ERROR(status);

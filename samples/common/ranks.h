@@ -70,7 +70,8 @@ class RankRuntimes {
   // The followers, then rank 0. FailedPrecondition for a second Start at n > 1.
   [[nodiscard]] absl::Status Start();
   // Rank 0 (Stop drains, Abort ends at the next step boundary), then the
-  // followers; rank 0's report. A failure names its rank.
+  // followers (aborted if rank 0 failed); rank 0's report. At n > 1 a
+  // failure names its rank.
   [[nodiscard]] absl::StatusOr<StopReport> Stop(bool abort = false);
 
   [[nodiscard]] Runtime& lead() const { return *runtimes_[0]; }

@@ -396,16 +396,20 @@ absl::Status Run(Report& report) {
                               (c.kv_width() / static_cast<double>(size)) * 2.0;
       const double floor_us =
           (weights + kv_bytes) / hbm.read_bytes_per_s * 1e6 + 2.0 * c.layers * allreduce_us;
-      report.AddRow()
-          .Set("model", model_name)
-          .Set("tp", static_cast<std::int64_t>(size))
-          .Set("batch", static_cast<std::int64_t>(batch))
-          .Set("context", static_cast<std::int64_t>(context))
-          .Set("driver", "baton-graphs")
-          .Set("us_per_step", us)
-          .Set("floor_us", floor_us)
-          .Set("allreduce_us", allreduce_us)
-          .Set("vs_floor", us / floor_us)
+      // A driver's row: the shape, its time and the floor.
+      const auto row = [&](const char* driver, double step_us) -> Row& {
+        return report.AddRow()
+            .Set("model", model_name)
+            .Set("tp", static_cast<std::int64_t>(size))
+            .Set("batch", static_cast<std::int64_t>(batch))
+            .Set("context", static_cast<std::int64_t>(context))
+            .Set("driver", driver)
+            .Set("us_per_step", step_us)
+            .Set("floor_us", floor_us)
+            .Set("allreduce_us", allreduce_us)
+            .Set("vs_floor", step_us / floor_us);
+      };
+      row("baton-graphs", us)
           .Set("weight_gb_per_gpu", weights / 1e9)
           .Set("parity_identical", static_cast<std::int64_t>(identical))
           .Set("parity_of", static_cast<std::int64_t>(parity_requests))
@@ -414,17 +418,7 @@ absl::Status Run(Report& report) {
       if (!absl::GetFlag(FLAGS_lockstep)) continue;
       BATON_ASSIGN_OR_RETURN(const double lockstep_us,
                              LockstepMicros(ranks, options, batch, context, steps));
-      report.AddRow()
-          .Set("model", model_name)
-          .Set("tp", static_cast<std::int64_t>(size))
-          .Set("batch", static_cast<std::int64_t>(batch))
-          .Set("context", static_cast<std::int64_t>(context))
-          .Set("driver", "baton-lockstep")
-          .Set("us_per_step", lockstep_us)
-          .Set("floor_us", floor_us)
-          .Set("allreduce_us", allreduce_us)
-          .Set("vs_floor", lockstep_us / floor_us)
-          .Set("vs_graphs", lockstep_us / us);
+      row("baton-lockstep", lockstep_us).Set("vs_graphs", lockstep_us / us);
     }
     BATON_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   }
