@@ -15,6 +15,14 @@ __device__ __forceinline__ void cp_async_16(unsigned shared, const void* global,
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
+// p, as a value the compiler cannot take apart: constant offsets from it
+// then stay immediates of the loads instead of each load's address being
+// rebuilt from p's parts.
+template <class P>
+__device__ __forceinline__ P* opaque_pointer(P* p) {
+  asm("mov.b64 %0, %0;" : "+l"(p));
+  return p;
+}
 // Waits until at most N commit groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

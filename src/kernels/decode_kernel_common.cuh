@@ -121,8 +121,9 @@ __device__ inline void enter_step_node(const DecodeBatch& batch) {
 // it; in range when both index validly (a sequence out of range is skipped
 // rather than indexed out of bounds). One round of loads: the active count,
 // the slot and the position (p < capacity, so slots[p] and positions[p] are
-// always readable) are independent. `at_slot(slot)` runs with them, for loads
-// that need only the slot (a slot < max_slots).
+// always readable) are independent. `at_slot(slot, pos)` runs with them, for
+// loads that need only the slot (a slot < max_slots) and may depend on the
+// position (loaded in the same round: no second round trip).
 template <class AtSlot>
 __device__ bool look_up_sequence(const DecodeBatch& batch, const DecoderConfig& config,
                                  std::uint32_t p, bool& live, std::uint32_t& slot, int& pos,
@@ -131,7 +132,7 @@ __device__ bool look_up_sequence(const DecodeBatch& batch, const DecoderConfig& 
   slot = batch.slots[p];
   pos = batch.positions[p];
   const bool slot_ok = slot < batch.max_slots;
-  if (slot_ok) at_slot(slot);
+  if (slot_ok) at_slot(slot, pos);
   live = p < active;
   return live && slot_ok && pos >= 0 && pos < config.max_context;
 }
@@ -156,9 +157,11 @@ __device__ inline bool enter_step_node_sequence(const DecodeBatch& batch,
                                                 const DecoderConfig& config, std::uint32_t p,
                                                 bool& live, std::uint32_t& slot, int& pos) {
   bool in_range = false;
-  if (batch.settled) in_range = look_up_sequence(batch, config, p, live, slot, pos, [](auto) {});
+  if (batch.settled)
+    in_range = look_up_sequence(batch, config, p, live, slot, pos, [](auto, auto) {});
   enter_step_node(batch);
-  if (!batch.settled) in_range = look_up_sequence(batch, config, p, live, slot, pos, [](auto) {});
+  if (!batch.settled)
+    in_range = look_up_sequence(batch, config, p, live, slot, pos, [](auto, auto) {});
   return in_range;
 }
 

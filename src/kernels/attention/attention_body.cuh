@@ -102,14 +102,17 @@ __device__ __forceinline__ void attention_body(DecoderConfig config, const float
   if (!batch.settled) enter_step_node(batch);
   // With the position, the short path's first history rows: every row of
   // the cache below max_context is in bounds (a row at or past the
-  // position is never used), so they need only the slot. (A long row's
-  // block 0 loads them for nothing: cheap beside its units.)
+  // position is never used), so they need only the slot. Only for a row
+  // that may take the short path: a long row's blocks skipped ~500 of the
+  // ~3,500 instructions each warp runs (ncu, TP4 rank of the 8B shape, b1,
+  // 576 tokens), all of them cold in the instruction cache.
   ShortHistory<T, V> early;
-  const AttentionRow row = look_up_attention_row<Rope>(batch, config, p, [&](std::uint32_t slot) {
-    if (z == 0 && !grouped) {
-      early.load(config, cache, slot, head / config.group_size(), 0, config.max_context);
-    }
-  });
+  const AttentionRow row =
+      look_up_attention_row<Rope>(batch, config, p, [&](std::uint32_t slot, int pos) {
+        if (z == 0 && !grouped && (!Split || pos < kAttentionUnitKeys)) {
+          early.load(config, cache, slot, head / config.group_size(), 0, config.max_context);
+        }
+      });
   // A block with nothing to do leaves, before the wait when it can: block
   // (row, 0, 0) always stays, so the kernel still finishes after its
   // predecessor.

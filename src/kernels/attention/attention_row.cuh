@@ -63,7 +63,7 @@ struct AttentionRow {
 // Rope and batch.fresh, rows p - fresh .. p - 1 are this row's chunk; a
 // forged count past the sequence's start reads no row before the step's
 // first.
-// `at_slot(slot)` runs with the loads (look_up_sequence).
+// `at_slot(slot, pos)` runs with the loads (look_up_sequence).
 template <bool Rope, class AtSlot>
 __device__ inline AttentionRow look_up_attention_row(const DecodeBatch& batch,
                                                      const DecoderConfig& config, std::uint32_t p,

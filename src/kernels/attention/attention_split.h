@@ -99,6 +99,12 @@ enum class AttentionShortRows : std::uint32_t { kPerQueryHead = 0, kGrouped = 1 
 [[nodiscard]] BATON_HOST_DEVICE constexpr unsigned attention_mma_stages(int head_dim) {
   return head_dim <= 64 ? 3u : 2u;
 }
+// Floats of one warp's state per query head in the tensor-core path's
+// states: head_dim outputs, the maximum and the sum, padded so that every
+// row is 16-byte aligned (the combine reads four dims at once).
+[[nodiscard]] BATON_HOST_DEVICE constexpr unsigned attention_mma_state_floats(int head_dim) {
+  return (static_cast<unsigned>(head_dim) + 2u + 3u) / 4u * 4u;
+}
 struct AttentionMmaLayout {
   unsigned row_bytes = 0;
   unsigned stages = 0;
@@ -115,7 +121,7 @@ struct AttentionMmaLayout {
   l.states = l.stages * l.stage_bytes;
   const unsigned group = static_cast<unsigned>(config.group_size());
   l.bytes =
-      l.states + kAttentionMmaWarps * group * (static_cast<unsigned>(config.head_dim) + 2u) * 4u;
+      l.states + kAttentionMmaWarps * group * attention_mma_state_floats(config.head_dim) * 4u;
   return l;
 }
 

@@ -141,14 +141,27 @@ __device__ __forceinline__ void attention_split_mma_body_inline(
         !paged ? kv_rows.row(t.key0) : (tile_in_page ? kv_rows.in_page(page, t.key0) : 0);
     if constexpr (kFixedChunk) {
       if (tile_in_page) {
-        const T* const keys = cache_keys + tile_base + copy_from;
-        const T* const values = cache_values + tile_base + copy_from;
+        // The thread's first key and value, computed once: the copies are
+        // then constant offsets from them. (Left to itself the compiler
+        // rebuilt each copy's 64-bit address from the cache base, ~10
+        // instructions a copy, 174 for a tile's 16: at batch 1 more than a
+        // warp's mma work on the tile; ncu, 2026-11-28.)
+        const T* const keys = opaque_pointer(cache_keys + tile_base + copy_from);
+        const T* const values = opaque_pointer(cache_values + tile_base + copy_from);
+        const unsigned to = base + copy_to;
+        if (rows == kTileKeys) {  // every tile but a context's last: no guards
+#pragma unroll
+          for (int k = 0; k < kTileKeys / kCopyStep; ++k) {
+            cp_async_16(to + k * kCopyStep * row_bytes, keys + k * kCopyStep * HD, true);
+            cp_async_16(to + half + k * kCopyStep * row_bytes, values + k * kCopyStep * HD, true);
+          }
+          return;
+        }
 #pragma unroll
         for (int k = 0; k < kTileKeys / kCopyStep; ++k) {
           if (r0 + k * kCopyStep < rows) {
-            const unsigned to = base + copy_to + k * kCopyStep * row_bytes;
-            cp_async_16(to, keys + k * kCopyStep * HD, true);
-            cp_async_16(to + half, values + k * kCopyStep * HD, true);
+            cp_async_16(to + k * kCopyStep * row_bytes, keys + k * kCopyStep * HD, true);
+            cp_async_16(to + half + k * kCopyStep * row_bytes, values + k * kCopyStep * HD, true);
           }
         }
         return;
@@ -279,7 +292,9 @@ __device__ __forceinline__ void attention_split_mma_body_inline(
     if (kk < ksteps) ldmatrix_x4(qf[kk], q_base + (lane_q ^ (kk << 5)));
   }
   const float scale_log2 = rsqrtf(static_cast<float>(hd)) * 1.4426950408889634f;
-  // The warps' states: [warp][g][hd + 2], after the ring.
+  // The warps' states: [warp][g][state_floats] (hd outputs, max, sum, two
+  // floats of padding so that every row is 16-byte aligned), after the ring.
+  const int state_floats = attention_mma_state_floats(hd);
   float* const states = reinterpret_cast<float*>(dynamic + stages * stage_bytes);
   T* const out_row = out + static_cast<std::size_t>(p) * config.attention_width() +
                      static_cast<std::size_t>(head0) * hd;
@@ -359,8 +374,8 @@ __device__ __forceinline__ void attention_split_mma_body_inline(
       // order (block-uniform; the states area is not the ring's).
       const int u = at.unit;
       const int ga = lane / 4, gb = ga + 8;
-      float* const wa = states + (warp * group + ga) * (hd + 2);
-      float* const wb = states + (warp * group + gb) * (hd + 2);
+      float* const wa = states + (warp * group + ga) * state_floats;
+      float* const wb = states + (warp * group + gb) * state_floats;
 #pragma unroll
       for (int t = 0; t < kHd / 8; ++t) {
         if (has_chunk(t)) {
@@ -383,26 +398,40 @@ __device__ __forceinline__ void attention_split_mma_body_inline(
         wb[hd + 1] = sums[2];
       }
       __syncthreads();  // the warps' states
-      for (int i = threadIdx.x; i < group * hd; i += kAttentionThreads) {
-        const int g = i / hd, d = i - g * hd;
+      // Four consecutive dims a thread (one pass for a group of 4 at
+      // head_dim 128): the maximum and the warps' weights once for the four,
+      // each dim summed over the warps in warp order as before (the same
+      // bits). One dim a thread took 4 passes of ~90 instructions, the most
+      // of any part of a warp's work at batch 1 (ncu, TP4 rank of the 8B
+      // shape, 576 tokens).
+      const int quarters = hd / 4;
+      for (int i = threadIdx.x; i < group * quarters; i += kAttentionThreads) {
+        const int g = i / quarters, d = (i - g * quarters) * 4;
         float mx = -INFINITY;
 #pragma unroll
         for (int w = 0; w < kAttentionWarps; ++w)
-          mx = fmaxf(mx, states[(w * group + g) * (hd + 2) + hd]);
-        float total = 0.0f, sum = 0.0f;
+          mx = fmaxf(mx, states[(w * group + g) * state_floats + hd]);
+        float total[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sum = 0.0f;
 #pragma unroll
         for (int w = 0; w < kAttentionWarps; ++w) {
-          const float* ws = states + (w * group + g) * (hd + 2);
+          const float* ws = states + (w * group + g) * state_floats;
           if (ws[hd] == -INFINITY) continue;  // a warp with no key in the unit
           const float f = fast_exp2((ws[hd] - mx) * scale_log2);
-          total += f * ws[d];
+          const float4 v = *reinterpret_cast<const float4*>(ws + d);
+          total[0] += f * v.x;
+          total[1] += f * v.y;
+          total[2] += f * v.z;
+          total[3] += f * v.w;
           sum += f * ws[hd + 1];
         }
         if (split.units == 1) {
-          store(out_row + g * hd, d, total / sum);
+          float lo[2] = {total[0] / sum, total[1] / sum}, hi[2] = {total[2] / sum, total[3] / sum};
+          store_packed<T, 2>(out_row + g * hd + d, lo);
+          store_packed<T, 2>(out_row + g * hd + d + 2, hi);
         } else {
-          float* const part = partial(g, u);
-          part[d] = total;
+          float* const part = partial(g, u) + d;  // rows of hd + 2 floats: 8-byte aligned
+          *reinterpret_cast<float2*>(part) = make_float2(total[0], total[1]);
+          *reinterpret_cast<float2*>(part + 2) = make_float2(total[2], total[3]);
           if (d == 0) {
             part[hd] = mx * scale_log2;  // log2 domain
             part[hd + 1] = sum;
@@ -421,11 +450,17 @@ __device__ __forceinline__ void attention_split_mma_body_inline(
   }
   cp_async_wait<0>();  // only empty groups remain; leave none behind
 
-  // The block that writes the output rotates q in place (Rope).
+  // The block that writes the output stores the group's q rotated (Rope):
+  // sh.q holds it as rope_query_piece would store it (the same rotation
+  // and rounding), so no load of q and no rotation at the block's end.
   const auto store_rotated_q = [&] {
-    if constexpr (Rope)
-      rope_group_queries<T, kVector>(qkv_row + static_cast<std::size_t>(head0) * hd, group, hd,
-                                     sh.sin, sh.cos);
+    if constexpr (Rope) {
+      for (int n = threadIdx.x; n < group * chunks; n += kAttentionThreads) {
+        const int g = n / chunks, c = n - g * chunks;
+        *reinterpret_cast<uint4*>(qkv_row + static_cast<std::size_t>(head0 + g) * hd + c * 8) =
+            sh.q[g * row_chunks + (c ^ (g & 7))];
+      }
+    }
   };
   finish_split_row(
       config, scratch, p, kv_head, blocks, split, sh.finishes,
@@ -454,12 +489,26 @@ __device__ __forceinline__ void attention_split_mma_body_inline(
           inverse[g] = 1.0f / sum;
         }
         __syncthreads();
-        for (int i = threadIdx.x; i < group * hd; i += kAttentionThreads) {
-          const int g = i / hd, d = i - g * hd;
+        // Four consecutive dims a thread, as the unit's combine above (each
+        // dim's sum in unit order: the same bits).
+        const int quarters = hd / 4;
+        for (int i = threadIdx.x; i < group * quarters; i += kAttentionThreads) {
+          const int g = i / quarters, d = (i - g * quarters) * 4;
           const float* const w = weights + g * kAttentionMaxUnits;
-          float total = 0.0f;
-          for (int u = 0; u < units; ++u) total += w[u] * __ldcg(partial(g, u) + d);
-          store(out_row + g * hd, d, total * inverse[g]);
+          float total[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          for (int u = 0; u < units; ++u) {
+            const float* const part = partial(g, u) + d;
+            const float2 a = __ldcg(reinterpret_cast<const float2*>(part));
+            const float2 b = __ldcg(reinterpret_cast<const float2*>(part + 2));
+            total[0] += w[u] * a.x;
+            total[1] += w[u] * a.y;
+            total[2] += w[u] * b.x;
+            total[3] += w[u] * b.y;
+          }
+          const float inv = inverse[g];
+          float lo[2] = {total[0] * inv, total[1] * inv}, hi[2] = {total[2] * inv, total[3] * inv};
+          store_packed<T, 2>(out_row + g * hd + d, lo);
+          store_packed<T, 2>(out_row + g * hd + d + 2, hi);
         }
       },
       store_rotated_q);
