@@ -78,14 +78,18 @@ using AttentionShared = std::conditional_t<
 // rotates q (in place) and this token's k, appends k and v once, and takes
 // the keys and values of the row's chunk before it (batch.fresh) from their
 // qkv rows.
+// The config, cache, batch and scratch by reference: the kernel's
+// __grid_constant__ arguments (ops/op_kernel.cuh), which the out-of-line
+// split bodies then read in place.
 // Grid (rows, query heads[, z]) = tile. `sh` and `scores` are the caller's
 // shared memory; `scores`, 128-byte aligned: max_context floats for
 // kSinglePass, the tensor-core path's ring and states (attention_mma_layout)
 // for the tensor-core variants, nothing for kSplitCudaCore.
 template <class T, int V, int H, bool Rope, AttentionPaths Paths>
-__device__ __forceinline__ void attention_body(DecoderConfig config, const float* inv_freq, T* qkv,
-                                               KvCacheLayer cache, DecodeBatch batch,
-                                               AttentionScratch scratch, Tile tile,
+__device__ __forceinline__ void attention_body(const DecoderConfig& config, const float* inv_freq,
+                                               T* qkv, const KvCacheLayer& cache,
+                                               const DecodeBatch& batch,
+                                               const AttentionScratch& scratch, Tile tile,
                                                AttentionShared<T, V, H, Paths>& sh, float* scores,
                                                T* out) {
   constexpr bool Split = Paths != AttentionPaths::kSinglePass;
