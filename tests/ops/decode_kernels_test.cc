@@ -361,5 +361,31 @@ TEST(AttentionSplitTest, BlocksPerHeadFillTheGpuWithinTheLongestContext) {
   EXPECT_EQ(attention_scratch_arrivals(config, 8), std::size_t{8} * 8);
 }
 
+// The tensor-core path's shared memory (attention_mma_layout): the warps'
+// states start 16-byte aligned after the ring and every state row (head_dim
+// outputs, max, sum) is a multiple of 4 floats, since the combines read four
+// dims at once (float4); the layout holds every warp's row for every query
+// head of the group, and two blocks of the widest still fit an SM.
+TEST(AttentionSplitTest, MmaLayoutAlignsEveryStateRowForFourDimReads) {
+  for (int head_dim = 16; head_dim <= 128; head_dim += 16) {
+    for (int group = 1; group <= kAttentionMmaRows; ++group) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", group " + std::to_string(group));
+      DecoderConfig config;
+      config.kv_heads = 2;
+      config.heads = 2 * group;
+      config.head_dim = head_dim;
+      const unsigned floats = attention_mma_state_floats(head_dim);
+      EXPECT_EQ(floats % 4, 0u);
+      EXPECT_GE(floats, static_cast<unsigned>(head_dim) + 2);
+      EXPECT_LT(floats, static_cast<unsigned>(head_dim) + 6);
+      const AttentionMmaLayout l = attention_mma_layout(config);
+      EXPECT_EQ(l.states % 16, 0u);
+      EXPECT_EQ(l.states, l.stages * l.stage_bytes);
+      EXPECT_EQ(l.bytes, l.states + kAttentionMmaWarps * group * floats * 4u);
+      EXPECT_LE(2 * l.bytes, 200u * 1024u);  // room for two blocks' static memory too
+    }
+  }
+}
+
 }  // namespace
 }  // namespace baton
