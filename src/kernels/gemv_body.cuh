@@ -230,14 +230,22 @@ __device__ __forceinline__ void gemv_body(const T* w, int out_features, int in_f
   const T* b_row = w + static_cast<std::size_t>(b_ok ? b_index : 0) * in_features + 8 * c;
   const auto k_ok = [&](int kb) { return kb < k_blocks && kb * kMmaK + 8 * c < in_features; };
   // Weights are constant: the first ones are fetched before the previous
-  // node ends.
+  // node ends. They are read once a step, so they are loaded as streaming
+  // (ld.global.cs: evict-first in L2) and stop evicting what the step reads
+  // again: the attention kernels' code, the KV cache, the activations. H200,
+  // same call: Llama-3.2-1B b1 / b8 at 576 tokens 1018 -> 960 / 1080 -> 1012
+  // us, Llama-3.1-8B 4701 -> 4605 / 4804 -> 4708
+  // (results/h200-2026-11-29-streamed-weights-llama.json); an evict-first
+  // cache policy with L1::no_allocate (createpolicy) gained about half.
   uint4 wa[kMmaUnroll], wb[kMmaUnroll], wn[kMmaUnroll];
   const auto load_weights = [&](int kb0) {
 #pragma unroll
     for (int j = 0; j < kMmaUnroll; ++j) {
       const int kb = kb0 + j * stride;
-      wa[j] = a_ok && k_ok(kb) ? *reinterpret_cast<const uint4*>(a_row + kb * kMmaK) : uint4{};
-      wb[j] = b_ok && k_ok(kb) ? *reinterpret_cast<const uint4*>(b_row + kb * kMmaK) : uint4{};
+      wa[j] =
+          a_ok && k_ok(kb) ? __ldcs(reinterpret_cast<const uint4*>(a_row + kb * kMmaK)) : uint4{};
+      wb[j] =
+          b_ok && k_ok(kb) ? __ldcs(reinterpret_cast<const uint4*>(b_row + kb * kMmaK)) : uint4{};
     }
   };
   load_weights(first);
