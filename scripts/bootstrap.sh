@@ -74,3 +74,11 @@ if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import tokenizers, jinj
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 2 -r "$root/python/requirements-test.txt" ||
     say "pip could not install python/requirements-test.txt: Python tests will be skipped"
 fi
+# cuobjdump and nvdisasm (CUDA's own wheels), for the check of the kernels' machine code
+# (scripts/check_sass.py): a plain toolkit install has neither; without them that check is skipped.
+if [ -x "$venv/bin/python" ] && ! compgen -G "$venv/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm" >/dev/null; then
+  say "installing cuobjdump and nvdisasm into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 2 \
+    "nvidia-cuda-cuobjdump>=13.2,<14" "nvidia-cuda-nvdisasm>=13.2,<14" ||
+    say "pip could not install cuobjdump and nvdisasm: the machine-code check will be skipped"
+fi
