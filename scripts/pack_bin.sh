@@ -11,6 +11,14 @@ set -euo pipefail
 if [ $# -eq 1 ]; then build=build; out=$1; else build=${1:?}; out=${2:?}; fi
 out=$(realpath -m "$out")
 [ -f "$build/bin/gpu_tests.txt" ] || { echo "pack_bin: $build/bin/gpu_tests.txt not found: build first" >&2; exit 2; }
+# The GPU suite runs install_consumer as a sample; the CPU test that installs
+# Baton and builds a consumer against it leaves it in bin/ (a build alone does
+# not), and a pack without it fails that sample with exit 127 on the GPU.
+if grep -q '^install_consumer' "$build/bin/samples.txt" 2>/dev/null && [ ! -x "$build/bin/install_consumer" ]; then
+  echo "pack_bin: $build/bin/install_consumer not found: make it with" \
+    "(cd $build && ctest -R cpu.install.consumer_builds_against_installed_package), then pack" >&2
+  exit 2
+fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
