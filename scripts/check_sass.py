@@ -51,7 +51,7 @@ def defects(listing):
             if d:
                 n = int(d.group(1)[2:])
                 written.add(n)
-                if ".64" in opcode or ".128" in opcode:
+                if ".64" in opcode:  # ULDC.64 and the like write a pair
                     written.add(n + 1)
             for u in DESCRIPTOR.findall(operands):
                 uses.append((offset, f"{opcode} {operands}".strip(), int(u[2:])))
@@ -66,7 +66,8 @@ def defects(listing):
 def find_cuobjdump(build):
     candidates = [os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"]
     if build is not None:
-        candidates += sorted(str(p) for p in pathlib.Path(build, "venv").glob("lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump"))
+        wheels = pathlib.Path(build, "venv").glob("lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump")
+        candidates += sorted(str(p) for p in wheels)
     for c in candidates:
         if c and os.access(c, os.X_OK):
             return c
